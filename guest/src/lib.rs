@@ -1,0 +1,33 @@
+//! The fencing-token admission rules, written once.
+//!
+//! Compiled natively this crate is the library a host links as its native
+//! check. Compiled for `wasm32-wasip2` it is the `fencing:guard@0.1.0`
+//! component: `#![no_std]`, importing nothing, so any component host can run
+//! it without providing WASI.
+//!
+//! # Layout
+//! - [`rules`]: the pure admission rules (`admit`, `admit_batch`, `admit_stream`)
+//!   and their types. Every host, native or Wasm, decides with this code.
+//! - `component` (wasm only): the WIT bindings in a private `mod bindings`,
+//!   the conversions between WIT and rule types, and the allocator, panic
+//!   handler and `memcmp` a zero-import component needs.
+
+#![no_std]
+
+extern crate alloc;
+
+// The rules use only `core` and `alloc`. Natively the crate is also built as a
+// `cdylib`, which needs std's allocator and panic runtime; on wasm the
+// `component` module provides both.
+#[cfg(not(target_family = "wasm"))]
+extern crate std;
+
+pub mod rules;
+
+#[cfg(target_family = "wasm")]
+mod component;
+
+pub use rules::{
+    Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict,
+    admit, admit_batch, admit_stream,
+};

@@ -1,0 +1,63 @@
+//! The `fencing` command line: one file per subcommand.
+//!
+//! Exit codes: 0 success, 1 failure, 2 bad input (usage errors, invalid
+//! arguments or files, requests the server refused as malformed).
+
+mod check;
+mod plugin;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Fencing tokens checked at the storage boundary, by a WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(name = "fencing", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect or validate `fencing:guard` plugins.
+    Plugin(plugin::PluginArgs),
+    /// Run the shared test vectors through the native and Wasm guards and report agreement.
+    Check(check::CheckArgs),
+}
+
+/// Bad input from the user: reported with exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Returns a [`UsageError`] as an `anyhow::Error`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+/// Parses arguments, runs the subcommand and maps errors to exit codes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Plugin(args) => plugin::run(args),
+        Command::Check(args) => check::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if err.chain().any(|e| e.downcast_ref::<UsageError>().is_some()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FENCING_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

@@ -46,7 +46,7 @@ impl From<rules::Rejection> for wit::Rejection {
         use rules::Rejection as R;
         match r {
             R::InvalidToken => wit::Rejection::InvalidToken,
-            R::WrongLock(lock) => wit::Rejection::WrongLock(lock),
+            R::WrongLock => wit::Rejection::WrongLock,
             R::StaleToken { presented, high_water } => {
                 wit::Rejection::StaleToken(wit::TokenConflict { presented, high_water })
             }

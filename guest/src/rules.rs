@@ -62,8 +62,8 @@ pub struct Admission {
 pub enum Rejection {
     /// The token is zero.
     InvalidToken,
-    /// The resource is bound to another lock (named here).
-    WrongLock(String),
+    /// The resource is bound to another lock (the caller's fence names it).
+    WrongLock,
     /// The token is below the high-water mark.
     StaleToken { presented: u64, high_water: u64 },
     /// Strict policy: the token equals the high-water mark.
@@ -77,7 +77,7 @@ impl Rejection {
     pub fn reason(&self) -> &'static str {
         match self {
             Rejection::InvalidToken => "invalid_token",
-            Rejection::WrongLock(_) => "wrong_lock",
+            Rejection::WrongLock => "wrong_lock",
             Rejection::StaleToken { .. } => "stale_token",
             Rejection::TokenReused { .. } => "token_reused",
             Rejection::SequenceRegressed { .. } => "sequence_regressed",
@@ -148,7 +148,7 @@ pub fn admit(current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> 
         return Ok(Admission { high_water: presented.token, sequence: presented.sequence, new_term: true });
     };
     if fence.lock != presented.lock {
-        return Err(Rejection::WrongLock(fence.lock.clone()));
+        return Err(Rejection::WrongLock);
     }
     let state = FenceState { high_water: fence.high_water, sequence: fence.sequence };
     admit_token(state, presented.token, presented.sequence, policy)
@@ -182,13 +182,13 @@ fn admit_token(fence: FenceState, token: u64, sequence: Option<u64>, policy: Pol
 /// [`admit`] once per write and persisting each admission.
 pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], policy: Policy) -> BatchOutcome {
     let mut verdicts = Vec::with_capacity(writes.len());
-    let wrong_lock = current.filter(|f| f.lock != lock);
+    let wrong_lock = current.is_some_and(|f| f.lock != lock);
     let mut state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
     for write in writes {
         let verdict = if write.token == 0 {
             Err(Rejection::InvalidToken)
-        } else if let Some(bound) = wrong_lock {
-            Err(Rejection::WrongLock(bound.lock.clone()))
+        } else if wrong_lock {
+            Err(Rejection::WrongLock)
         } else {
             let decided = match state {
                 None => Ok(Admission { high_water: write.token, sequence: write.sequence, new_term: true }),

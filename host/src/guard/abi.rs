@@ -69,13 +69,13 @@ pub struct SequenceConflictRet {
     last: u64,
 }
 
-#[derive(ComponentType, Lift)]
+#[derive(ComponentType, Lift, Clone, Copy)]
 #[component(variant)]
 pub enum RejectionRet {
     #[component(name = "invalid-token")]
     InvalidToken,
     #[component(name = "wrong-lock")]
-    WrongLock(String),
+    WrongLock,
     #[component(name = "stale-token")]
     StaleToken(TokenConflictRet),
     #[component(name = "token-reused")]
@@ -168,7 +168,7 @@ impl From<RejectionRet> for Rejection {
     fn from(r: RejectionRet) -> Self {
         match r {
             RejectionRet::InvalidToken => Rejection::InvalidToken,
-            RejectionRet::WrongLock(lock) => Rejection::WrongLock(lock),
+            RejectionRet::WrongLock => Rejection::WrongLock,
             RejectionRet::StaleToken(c) => Rejection::StaleToken { presented: c.presented, high_water: c.high_water },
             RejectionRet::TokenReused(c) => Rejection::TokenReused { presented: c.presented, high_water: c.high_water },
             RejectionRet::SequenceRegressed(c) => {

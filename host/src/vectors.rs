@@ -132,7 +132,7 @@ pub struct BatchSpec {
 }
 
 /// A compact stream verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StreamVerdictSpec {
     Admitted,

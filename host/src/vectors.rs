@@ -295,7 +295,8 @@ pub fn parse_file(path: &Path, text: &str) -> Result<VectorFile, VectorError> {
     let mut cases = Vec::with_capacity(raw.cases.len());
     for (index, value) in raw.cases.into_iter().enumerate() {
         let name = value.get("name").and_then(|n| n.as_str()).unwrap_or("<unnamed>").to_string();
-        let case_error = |message: String| VectorError::Case { path: path.to_path_buf(), index, name: name.clone(), message };
+        let case_error =
+            |message: String| VectorError::Case { path: path.to_path_buf(), index, name: name.clone(), message };
         let case: Case = serde_path_to_error::deserialize(value).map_err(|e| {
             let at = e.path().to_string();
             let err = e.into_inner();

@@ -67,7 +67,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             tally.add(t);
             problems.extend(problem);
         }
-        let name = file.path.file_name().map_or_else(|| file.path.display().to_string(), |n| n.to_string_lossy().into());
+        let name =
+            file.path.file_name().map_or_else(|| file.path.display().to_string(), |n| n.to_string_lossy().into());
         println!("{name}: {}", tally.line());
         for p in problems {
             println!("  {p}");
@@ -86,7 +87,8 @@ fn check_case(case: &Case, native: &dyn Guard, wasm: &dyn Guard) -> (Tally, Opti
     let from_wasm = case.run(wasm);
     let ok = |r: &Result<Outcome, GuardFailure>| r.as_ref().is_ok_and(|o| *o == expected);
     let agree = matches!((&from_native, &from_wasm), (Ok(a), Ok(b)) if a == b);
-    let tally = Tally { cases: 1, native: ok(&from_native) as usize, wasm: ok(&from_wasm) as usize, agree: agree as usize };
+    let tally =
+        Tally { cases: 1, native: ok(&from_native) as usize, wasm: ok(&from_wasm) as usize, agree: agree as usize };
     if ok(&from_native) && ok(&from_wasm) {
         return (tally, None);
     }

@@ -83,7 +83,7 @@ fn near_from(base: u64, sel: u64, raw: u64) -> u64 {
 /// sequencer drawn near the fence. Decoding plain integers (instead of nesting
 /// strategies) keeps generation cheap enough for 100,000 cases in a debug build.
 fn triple_from(e: &[u64; 12]) -> (Option<Fence>, Sequencer, Policy) {
-    let fence = (e[0] % 6 != 0).then(|| Fence {
+    let fence = (!e[0].is_multiple_of(6)).then(|| Fence {
         lock: LOCKS[(e[1] % LOCKS.len() as u64) as usize].to_string(),
         high_water: number_from(e[2], e[3]),
         sequence: (e[4] % 5 < 3).then(|| number_from(e[4] / 5, e[5])),
@@ -94,8 +94,8 @@ fn triple_from(e: &[u64; 12]) -> (Option<Fence>, Sequencer, Policy) {
     };
     let lock = if e[6] % 4 < 3 { bound } else { LOCKS[((e[6] / 4) % LOCKS.len() as u64) as usize].to_string() };
     let token = near_from(hw, e[7], e[8]);
-    let sequence = (e[9] % 4 != 0).then(|| near_from(last.unwrap_or(0), e[9] / 4, e[10]));
-    let policy = if e[11] % 2 == 0 { Policy::NonDecreasing } else { Policy::StrictlyIncreasing };
+    let sequence = (!e[9].is_multiple_of(4)).then(|| near_from(last.unwrap_or(0), e[9] / 4, e[10]));
+    let policy = if e[11].is_multiple_of(2) { Policy::NonDecreasing } else { Policy::StrictlyIncreasing };
     (fence, Sequencer { lock, token, sequence }, policy)
 }
 

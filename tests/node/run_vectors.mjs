@@ -1,0 +1,197 @@
+// Runs the shared fencing test vectors (tests/vectors/*.json) against the
+// fencing:guard component transpiled by jco (tests/node/out/, made by
+// transpile.mjs), and prints `N passed, M failed`.
+//
+// Every u64 is a BigInt: the vector files are parsed losslessly (integer
+// literals are turned into BigInt before any float rounding can happen).
+// Every call into the component goes through `componentGuard`, the one place
+// that knows the WIT encoding as jco maps it (camelCase fields, `{tag, val}`
+// variants, thrown `ComponentError` for a top-level `result` error); the rest
+// speaks the vectors' vocabulary (tests/vectors/README.md).
+//
+// Usage: node run_vectors.mjs [--vectors DIR]
+// Exit codes: 0 all passed, 1 some case failed, 2 unreadable component or vectors.
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..', '..');
+const U64_MAX = (1n << 64n) - 1n;
+const MARK = '\u0000u64\u0000';
+
+class VectorError extends Error {}
+
+/** JSON.parse with every non-negative integer literal (outside strings) as a BigInt. */
+function parseLossless(text) {
+  const marked = text.replace(/"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g, (tok) =>
+    /^\d+$/.test(tok) ? JSON.stringify(MARK + tok) : tok,
+  );
+  return JSON.parse(marked, (_key, value) =>
+    typeof value === 'string' && value.startsWith(MARK) ? BigInt(value.slice(MARK.length)) : value,
+  );
+}
+
+/** Rejects any number that is not a u64 BigInt. */
+function checkU64(value, where) {
+  if (typeof value === 'number') throw new VectorError(`${where}: ${value} is not a u64`);
+  if (typeof value === 'bigint' && value > U64_MAX) throw new VectorError(`${where}: ${value} is not a u64`);
+  if (Array.isArray(value)) value.forEach((v, i) => checkU64(v, `${where}[${i}]`));
+  else if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) checkU64(v, `${where}.${k}`);
+}
+
+/** The adapter: vectors' vocabulary in, WIT calls (as jco maps them), vectors' vocabulary out. */
+function componentGuard(check) {
+  const fence = (f) => (f == null ? undefined : { lock: f.lock, highWater: f.high_water, sequence: f.sequence ?? undefined });
+  const admitted = (a) => ({ verdict: 'admitted', high_water: a.highWater, sequence: a.sequence ?? null, new_term: a.newTerm });
+  const rejected = (r) => {
+    const out = { verdict: r.tag.replaceAll('-', '_') };
+    if (r.tag === 'stale-token' || r.tag === 'token-reused') {
+      Object.assign(out, { presented: r.val.presented, high_water: r.val.highWater });
+    } else if (r.tag === 'sequence-regressed') {
+      Object.assign(out, { token: r.val.token, presented: r.val.presented ?? null, last: r.val.last });
+    }
+    return out;
+  };
+  return {
+    admit(current, presented, policy) {
+      const sequencer = { lock: presented.lock, token: presented.token, sequence: presented.sequence ?? undefined };
+      try {
+        return admitted(check.admit(fence(current), sequencer, policy.replaceAll('_', '-')));
+      } catch (e) {
+        // jco throws a top-level `result` error as a ComponentError carrying the rejection.
+        if (e && typeof e === 'object' && 'payload' in e) return rejected(e.payload);
+        throw e;
+      }
+    },
+    batch(current, lock, writes, policy) {
+      const ws = writes.map((w) => ({ token: w.token, sequence: w.sequence ?? undefined }));
+      const out = check.admitBatch(fence(current), lock, ws, policy.replaceAll('_', '-'));
+      return {
+        verdicts: out.verdicts.map((v) => (v.tag === 'ok' ? admitted(v.val) : rejected(v.val))),
+        fence: out.fence == null ? null : { high_water: out.fence.highWater, sequence: out.fence.sequence ?? null },
+      };
+    },
+    stream(highWater, tokens, policy) {
+      const out = check.admitStream(highWater, BigUint64Array.from(tokens), policy.replaceAll('_', '-'));
+      return { verdicts: Array.from(out.verdicts, (v) => v.replaceAll('-', '_')), high_water: out.highWater };
+    },
+  };
+}
+
+function normaliseVerdict(v) {
+  const out = { ...v };
+  if (out.verdict === 'admitted') out.sequence ??= null;
+  if (out.verdict === 'sequence_regressed') out.presented ??= null;
+  return out;
+}
+
+function expectedOf(c) {
+  const e = c.expect;
+  switch (c.kind) {
+    case 'admit':
+      return normaliseVerdict(e);
+    case 'batch':
+      return {
+        verdicts: e.verdicts.map(normaliseVerdict),
+        fence: e.fence == null ? null : { high_water: e.fence.high_water, sequence: e.fence.sequence ?? null },
+      };
+    default:
+      return { verdicts: [...e.verdicts], high_water: e.high_water };
+  }
+}
+
+function runCase(guard, c) {
+  switch (c.kind) {
+    case 'admit':
+      return guard.admit(c.fence, c.sequencer, c.policy);
+    case 'batch':
+      return guard.batch(c.fence, c.lock, c.writes, c.policy);
+    case 'stream':
+      return guard.stream(c.high_water, c.tokens, c.policy);
+    default:
+      throw new VectorError(`unknown kind ${c.kind}`);
+  }
+}
+
+function loadVectors(dir) {
+  let names;
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith('.json')).sort();
+  } catch (e) {
+    throw new VectorError(`${dir}: ${e.message}`);
+  }
+  if (names.length === 0) throw new VectorError(`${dir}: no *.json vector files`);
+  const seen = new Set();
+  return names.map((name) => {
+    let doc;
+    try {
+      doc = parseLossless(readFileSync(join(dir, name), 'utf8'));
+    } catch (e) {
+      throw new VectorError(`${name}: ${e.message}`);
+    }
+    if (!doc || !Array.isArray(doc.cases)) throw new VectorError(`${name}: no "cases" list`);
+    doc.cases.forEach((c, i) => {
+      if (!c || typeof c.name !== 'string' || c.name === '') throw new VectorError(`${name}: case #${i} has no name`);
+      if (seen.has(c.name)) throw new VectorError(`${name}: duplicate case name ${c.name}`);
+      seen.add(c.name);
+      if (!['admit', 'batch', 'stream'].includes(c.kind) || !('expect' in c)) {
+        throw new VectorError(`${name}: case #${i} (${c.name}): needs kind admit|batch|stream and expect`);
+      }
+      checkU64(c, `${name}: ${c.name}`);
+    });
+    return { name, cases: doc.cases };
+  });
+}
+
+const show = (v) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? x.toString() : x));
+
+async function main() {
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--vectors');
+  const dir = at >= 0 ? resolve(args[at + 1] ?? '') : join(root, 'tests', 'vectors');
+
+  let files;
+  try {
+    files = loadVectors(dir);
+  } catch (e) {
+    console.error(`error: invalid vectors: ${e.message}`);
+    return 2;
+  }
+  let guard;
+  try {
+    const mod = await import(pathToFileURL(join(here, 'out', 'fencing_guest.js')).href);
+    guard = componentGuard(mod.check);
+  } catch (e) {
+    console.error(`error: cannot load the transpiled component (run node transpile.mjs): ${e.message}`);
+    return 2;
+  }
+
+  let passed = 0;
+  let failed = 0;
+  for (const file of files) {
+    let filePassed = 0;
+    for (const c of file.cases) {
+      const expected = expectedOf(c);
+      let got;
+      try {
+        got = runCase(guard, c);
+      } catch (e) {
+        got = `<error: ${e.message}>`;
+      }
+      if (isDeepStrictEqual(got, expected)) {
+        filePassed += 1;
+      } else {
+        console.log(`  FAIL ${c.name} (${c.kind}): expected ${show(expected)}\n    got ${show(got)}`);
+      }
+    }
+    passed += filePassed;
+    failed += file.cases.length - filePassed;
+    console.log(`${file.name}: ${filePassed}/${file.cases.length}`);
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  return failed === 0 && passed > 0 ? 0 : 1;
+}
+
+process.exitCode = await main();

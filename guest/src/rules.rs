@@ -322,7 +322,7 @@ pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes
     let strict = policy == Policy::StrictlyIncreasing;
     codes.reserve(tokens.len());
     codes.extend(tokens.iter().map(|&t| {
-        let code = if t == 0 {
+        if t == 0 {
             code::INVALID_TOKEN
         } else if t < hw {
             code::STALE_TOKEN
@@ -332,8 +332,7 @@ pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes
             let new_term = (t > hw) as u8;
             hw = t;
             new_term
-        };
-        code
+        }
     }));
     hw
 }

@@ -4,6 +4,7 @@
 //! Compiled only for `target_family = "wasm"`.
 
 use crate::rules;
+use alloc::string::String;
 use alloc::vec::Vec;
 
 mod bindings {
@@ -20,7 +21,24 @@ struct Component;
 
 bindings::export!(Component with_types_in bindings);
 
+/// An interned lock name: the `lock-name` resource's representation.
+pub struct LockName(String);
+
+impl wit::GuestLockName for LockName {
+    fn new(name: String) -> Self {
+        LockName(name)
+    }
+}
+
+/// Whether two interned names are the same lock: equal bytes. The pointer
+/// check only skips comparing a handle with itself.
+#[inline]
+fn same_lock(a: &LockName, b: &LockName) -> bool {
+    core::ptr::eq(a, b) || a.0 == b.0
+}
+
 impl From<wit::Policy> for rules::Policy {
+    #[inline]
     fn from(p: wit::Policy) -> Self {
         match p {
             wit::Policy::NonDecreasing => rules::Policy::NonDecreasing,
@@ -29,19 +47,15 @@ impl From<wit::Policy> for rules::Policy {
     }
 }
 
-impl From<wit::Fence> for rules::Fence {
-    fn from(f: wit::Fence) -> Self {
-        rules::Fence { lock: f.lock, high_water: f.high_water, sequence: f.sequence }
-    }
-}
-
 impl From<rules::Admission> for wit::Admission {
+    #[inline]
     fn from(a: rules::Admission) -> Self {
         wit::Admission { high_water: a.high_water, sequence: a.sequence, new_term: a.new_term }
     }
 }
 
 impl From<rules::Rejection> for wit::Rejection {
+    #[inline]
     fn from(r: rules::Rejection) -> Self {
         use rules::Rejection as R;
         match r {
@@ -60,52 +74,48 @@ impl From<rules::Rejection> for wit::Rejection {
     }
 }
 
-impl From<rules::Verdict> for wit::Verdict {
-    fn from(v: rules::Verdict) -> Self {
-        match v {
-            rules::Verdict::Admitted => wit::Verdict::Admitted,
-            rules::Verdict::InvalidToken => wit::Verdict::InvalidToken,
-            rules::Verdict::StaleToken => wit::Verdict::StaleToken,
-            rules::Verdict::TokenReused => wit::Verdict::TokenReused,
-        }
-    }
-}
-
-fn verdict(v: Result<rules::Admission, rules::Rejection>) -> Result<wit::Admission, wit::Rejection> {
-    v.map(Into::into).map_err(Into::into)
+fn state(f: &wit::Fence<'_>) -> rules::FenceState {
+    rules::FenceState { high_water: f.high_water, sequence: f.sequence }
 }
 
 impl wit::Guest for Component {
+    type LockName = LockName;
+
     fn admit(
-        current: Option<wit::Fence>,
-        presented: wit::Sequencer,
+        current: Option<wit::Fence<'_>>,
+        presented: wit::Sequencer<'_>,
         policy: wit::Policy,
     ) -> Result<wit::Admission, wit::Rejection> {
-        let current = current.map(rules::Fence::from);
-        let presented =
-            rules::Sequencer { lock: presented.lock, token: presented.token, sequence: presented.sequence };
-        verdict(rules::admit(current.as_ref(), &presented, policy.into()))
+        let same =
+            || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), presented.lock.get::<LockName>()));
+        rules::decide(current.as_ref().map(state), same, presented.token, presented.sequence, policy.into())
+            .map(Into::into)
+            .map_err(Into::into)
     }
 
     fn admit_batch(
-        current: Option<wit::Fence>,
-        lock: alloc::string::String,
+        current: Option<wit::Fence<'_>>,
+        lock: wit::LockNameBorrow<'_>,
         writes: Vec<wit::BatchWrite>,
         policy: wit::Policy,
     ) -> wit::BatchOutcome {
-        let current = current.map(rules::Fence::from);
+        let wrong_lock = current.as_ref().is_some_and(|f| !same_lock(f.lock.get::<LockName>(), lock.get::<LockName>()));
+        // `wit::BatchWrite` and `rules::BatchWrite` have the same fields; convert in place of a copy.
         let writes: Vec<rules::BatchWrite> =
             writes.into_iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence }).collect();
-        let out = rules::admit_batch(current.as_ref(), &lock, &writes, policy.into());
+        let mut verdicts = Vec::new();
+        let fence =
+            rules::admit_batch_codes(current.as_ref().map(state), wrong_lock, &writes, policy.into(), &mut verdicts);
         wit::BatchOutcome {
-            verdicts: out.verdicts.into_iter().map(verdict).collect(),
-            fence: out.fence.map(|f| wit::FenceState { high_water: f.high_water, sequence: f.sequence }),
+            verdicts,
+            fence: fence.map(|f| wit::FenceState { high_water: f.high_water, sequence: f.sequence }),
         }
     }
 
     fn admit_stream(high_water: u64, tokens: Vec<u64>, policy: wit::Policy) -> wit::StreamOutcome {
-        let out = rules::admit_stream(high_water, &tokens, policy.into());
-        wit::StreamOutcome { verdicts: out.verdicts.into_iter().map(Into::into).collect(), high_water: out.high_water }
+        let mut verdicts = Vec::new();
+        let high_water = rules::admit_stream_codes(high_water, &tokens, policy.into(), &mut verdicts);
+        wit::StreamOutcome { verdicts, high_water }
     }
 }
 

@@ -141,17 +141,33 @@ pub struct StreamOutcome {
 /// mark; under the strict policy the token is above it; within an equal token
 /// the sequence advances.
 pub fn admit(current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Admission, Rejection> {
-    if presented.token == 0 {
+    let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+    let same_lock = || current.is_some_and(|f| f.lock == presented.lock);
+    decide(state, same_lock, presented.token, presented.sequence, policy)
+}
+
+/// [`admit`] with the fence split into its numeric part and a lock
+/// comparison, for callers that hold lock names in another form (the
+/// component holds interned names). `same_lock` is asked only when there is a
+/// fence, and must say whether its lock equals the presented one.
+#[inline]
+pub fn decide(
+    current: Option<FenceState>,
+    same_lock: impl FnOnce() -> bool,
+    token: u64,
+    sequence: Option<u64>,
+    policy: Policy,
+) -> Result<Admission, Rejection> {
+    if token == 0 {
         return Err(Rejection::InvalidToken);
     }
-    let Some(fence) = current else {
-        return Ok(Admission { high_water: presented.token, sequence: presented.sequence, new_term: true });
+    let Some(state) = current else {
+        return Ok(Admission { high_water: token, sequence, new_term: true });
     };
-    if fence.lock != presented.lock {
+    if !same_lock() {
         return Err(Rejection::WrongLock);
     }
-    let state = FenceState { high_water: fence.high_water, sequence: fence.sequence };
-    admit_token(state, presented.token, presented.sequence, policy)
+    admit_token(state, token, sequence, policy)
 }
 
 /// The numeric rule shared by [`admit`] and [`admit_batch`], once the token is
@@ -177,18 +193,57 @@ fn admit_token(fence: FenceState, token: u64, sequence: Option<u64>, policy: Pol
     }
 }
 
-/// Decides `writes` to one resource under `lock`, in order, each against the
-/// fence left by the writes admitted before it: the same verdicts as calling
-/// [`admit`] once per write and persisting each admission.
-pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], policy: Policy) -> BatchOutcome {
-    let mut verdicts = Vec::with_capacity(writes.len());
-    let wrong_lock = current.is_some_and(|f| f.lock != lock);
-    let mut state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+/// The verdict bytes of the batch and stream forms (`verdict-code` in the WIT).
+pub mod code {
+    /// Admitted under the same token as the high-water mark.
+    pub const ADMITTED: u8 = 0;
+    /// Admitted; the write began a new token (term).
+    pub const ADMITTED_NEW_TERM: u8 = 1;
+    /// [`super::Rejection::InvalidToken`].
+    pub const INVALID_TOKEN: u8 = 2;
+    /// [`super::Rejection::WrongLock`].
+    pub const WRONG_LOCK: u8 = 3;
+    /// [`super::Rejection::StaleToken`].
+    pub const STALE_TOKEN: u8 = 4;
+    /// [`super::Rejection::TokenReused`].
+    pub const TOKEN_REUSED: u8 = 5;
+    /// [`super::Rejection::SequenceRegressed`].
+    pub const SEQUENCE_REGRESSED: u8 = 6;
+}
+
+/// The code of one decision: `new_term` separates the two admitted codes.
+fn code_of(decision: &Result<Admission, Rejection>) -> u8 {
+    match decision {
+        Ok(a) => a.new_term as u8,
+        Err(Rejection::InvalidToken) => code::INVALID_TOKEN,
+        Err(Rejection::WrongLock) => code::WRONG_LOCK,
+        Err(Rejection::StaleToken { .. }) => code::STALE_TOKEN,
+        Err(Rejection::TokenReused { .. }) => code::TOKEN_REUSED,
+        Err(Rejection::SequenceRegressed { .. }) => code::SEQUENCE_REGRESSED,
+    }
+}
+
+/// Decides `writes` to one resource, in order, appending one verdict code per
+/// write to `codes`, and returns the fence left after the batch.
+///
+/// `current` is the numeric part of the stored fence (`None`: no fence) and
+/// `wrong_lock` whether the stored fence is bound to another lock than the
+/// batch's. Each write is decided by the same rule as [`admit`], against the
+/// fence left by the writes admitted before it.
+pub fn admit_batch_codes(
+    current: Option<FenceState>,
+    wrong_lock: bool,
+    writes: &[BatchWrite],
+    policy: Policy,
+    codes: &mut Vec<u8>,
+) -> Option<FenceState> {
+    codes.reserve(writes.len());
+    let mut state = current;
     for write in writes {
-        let verdict = if write.token == 0 {
-            Err(Rejection::InvalidToken)
+        let code = if write.token == 0 {
+            code::INVALID_TOKEN
         } else if wrong_lock {
-            Err(Rejection::WrongLock)
+            code::WRONG_LOCK
         } else {
             let decided = match state {
                 None => Ok(Admission { high_water: write.token, sequence: write.sequence, new_term: true }),
@@ -197,32 +252,109 @@ pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], p
             if let Ok(a) = &decided {
                 state = Some(FenceState { high_water: a.high_water, sequence: a.sequence });
             }
-            decided
+            code_of(&decided)
         };
-        verdicts.push(verdict);
+        codes.push(code);
     }
-    BatchOutcome { verdicts, fence: state }
+    state
+}
+
+/// Turns verdict codes back into full decisions with their evidence, which
+/// follows from the inputs alone: an admitted write's fence is its own token
+/// and sequence; a rejected write was compared with the fence left by the last
+/// admitted write before it (or `current`). Returns `None` when a code is
+/// unknown, when `codes` and `writes` differ in length, or when a code is
+/// impossible for its write (so a host can refuse a plugin's garbage).
+pub fn expand_batch(
+    current: Option<FenceState>,
+    writes: &[BatchWrite],
+    codes: &[u8],
+) -> Option<Vec<Result<Admission, Rejection>>> {
+    if codes.len() != writes.len() {
+        return None;
+    }
+    let mut state = current;
+    let mut out = Vec::with_capacity(writes.len());
+    for (write, &c) in writes.iter().zip(codes) {
+        let decision = match c {
+            code::ADMITTED | code::ADMITTED_NEW_TERM => {
+                state = Some(FenceState { high_water: write.token, sequence: write.sequence });
+                Ok(Admission {
+                    high_water: write.token,
+                    sequence: write.sequence,
+                    new_term: c == code::ADMITTED_NEW_TERM,
+                })
+            }
+            code::INVALID_TOKEN => Err(Rejection::InvalidToken),
+            code::WRONG_LOCK => Err(Rejection::WrongLock),
+            code::STALE_TOKEN => Err(Rejection::StaleToken { presented: write.token, high_water: state?.high_water }),
+            code::TOKEN_REUSED => Err(Rejection::TokenReused { presented: write.token, high_water: state?.high_water }),
+            code::SEQUENCE_REGRESSED => Err(Rejection::SequenceRegressed {
+                token: write.token,
+                presented: write.sequence,
+                last: state?.sequence?,
+            }),
+            _ => return None,
+        };
+        out.push(decision);
+    }
+    Some(out)
+}
+
+/// Decides `writes` to one resource under `lock`, in order, each against the
+/// fence left by the writes admitted before it: the same verdicts as calling
+/// [`admit`] once per write and persisting each admission.
+pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], policy: Policy) -> BatchOutcome {
+    let wrong_lock = current.is_some_and(|f| f.lock != lock);
+    let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+    let mut codes = Vec::new();
+    let fence = admit_batch_codes(state, wrong_lock, writes, policy, &mut codes);
+    let verdicts = expand_batch(state, writes, &codes).expect("codes made by admit_batch_codes expand");
+    BatchOutcome { verdicts, fence }
+}
+
+/// The stream fast path in codes: appends one verdict code per token to
+/// `codes` and returns the high-water mark after the stream. Same verdicts as
+/// [`admit`] for sequence-less tokens on a resource whose lock matches and
+/// whose fence holds no sequence (`high_water` 0: no fence).
+pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes: &mut Vec<u8>) -> u64 {
+    let mut hw = high_water;
+    let strict = policy == Policy::StrictlyIncreasing;
+    codes.reserve(tokens.len());
+    codes.extend(tokens.iter().map(|&t| {
+        if t == 0 {
+            code::INVALID_TOKEN
+        } else if t < hw {
+            code::STALE_TOKEN
+        } else if t == hw && strict {
+            code::TOKEN_REUSED
+        } else {
+            let new_term = (t > hw) as u8;
+            hw = t;
+            new_term
+        }
+    }));
+    hw
+}
+
+impl Verdict {
+    /// The stream verdict of a code, or `None` for a code a stream never yields.
+    pub fn from_code(c: u8) -> Option<Verdict> {
+        match c {
+            code::ADMITTED | code::ADMITTED_NEW_TERM => Some(Verdict::Admitted),
+            code::INVALID_TOKEN => Some(Verdict::InvalidToken),
+            code::STALE_TOKEN => Some(Verdict::StaleToken),
+            code::TOKEN_REUSED => Some(Verdict::TokenReused),
+            _ => None,
+        }
+    }
 }
 
 /// The fast path for sequence-less tokens on one resource whose lock binding
 /// the caller has checked. `high_water` is 0 for a resource with no fence.
 pub fn admit_stream(high_water: u64, tokens: &[u64], policy: Policy) -> StreamOutcome {
-    let mut hw = high_water;
-    let strict = policy == Policy::StrictlyIncreasing;
-    let verdicts = tokens
-        .iter()
-        .map(|&t| {
-            if t == 0 {
-                Verdict::InvalidToken
-            } else if t < hw {
-                Verdict::StaleToken
-            } else if t == hw && strict {
-                Verdict::TokenReused
-            } else {
-                hw = t;
-                Verdict::Admitted
-            }
-        })
-        .collect();
-    StreamOutcome { verdicts, high_water: hw }
+    let mut codes = Vec::new();
+    let high_water = admit_stream_codes(high_water, tokens, policy, &mut codes);
+    let verdicts = codes.iter().map(|&c| Verdict::from_code(c).expect("stream codes are stream verdicts")).collect();
+    StreamOutcome { verdicts, high_water }
 }

@@ -1,8 +1,9 @@
 //! Cost of one admission decision: native rules vs the component.
 //!
 //! `cargo bench -p fencing-host --bench check`. Group `check`:
-//! `native|wasm` x `single|batch-1024|stream-1024`; group `plugin`: load and
-//! instantiation. Inputs use a realistic 30-byte lock name.
+//! `native|wasm` x `single|batch-1024|stream-1024`; group `plugin`: load
+//! (compile, cache) and instantiation from the `InstancePre`; group `probe`:
+//! the cost floor of one call. Inputs use a realistic 30-byte lock name.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fencing_host::guard::{BatchWrite, Fence, Guard, NativeGuard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits};
@@ -34,7 +35,9 @@ fn check(c: &mut Criterion) {
         });
         g.throughput(Throughput::Elements(writes.len() as u64));
         g.bench_function(BenchmarkId::new(name, "batch-1024"), |b| {
-            b.iter(|| guard.admit_batch(black_box(Some(&fence)), LOCK, black_box(&writes), Policy::NonDecreasing).unwrap())
+            b.iter(|| {
+                guard.admit_batch(black_box(Some(&fence)), LOCK, black_box(&writes), Policy::NonDecreasing).unwrap()
+            })
         });
         g.throughput(Throughput::Elements(tokens.len() as u64));
         g.bench_function(BenchmarkId::new(name, "stream-1024"), |b| {
@@ -59,20 +62,26 @@ fn plugin(c: &mut Criterion) {
             p
         })
     });
+    let guard = WasmGuard::new(engine.clone(), Plugin::embedded(&engine, None).unwrap(), limits).unwrap();
+    g.bench_function("instantiate", |b| b.iter(|| guard.instantiate().unwrap()));
     g.finish();
 }
 
 criterion_group!(benches, check, plugin, probe);
 criterion_main!(benches);
 
-#[allow(dead_code)]
+/// Where the time of one call goes: the bare entry (an empty stream), and a
+/// wrong-lock decision, whose two distinct lock names cost two handle lookups.
 fn probe(c: &mut Criterion) {
     let wasm = WasmGuard::embedded(None).expect("load embedded guard");
     let mut g = c.benchmark_group("probe");
-    let empty_seq = Sequencer { lock: String::new(), token: 5, sequence: None };
-    g.bench_function("nofence-emptylock", |b| b.iter(|| wasm.admit(None, black_box(&empty_seq), Policy::NonDecreasing).unwrap()));
-    let seq = Sequencer { lock: LOCK.into(), token: 5, sequence: None };
-    g.bench_function("nofence-lock30", |b| b.iter(|| wasm.admit(None, black_box(&seq), Policy::NonDecreasing).unwrap()));
-    g.bench_function("stream-0", |b| b.iter(|| wasm.admit_stream(5, black_box(&[]), Policy::NonDecreasing).unwrap()));
+    g.bench_function("wasm/empty-stream", |b| {
+        b.iter(|| wasm.admit_stream(5, black_box(&[]), Policy::NonDecreasing).unwrap())
+    });
+    let other = Fence { lock: "storage:customer-invoice-bucket".into(), high_water: 1_000, sequence: None };
+    let seq = Sequencer { lock: LOCK.into(), token: 1_001, sequence: None };
+    g.bench_function("wasm/wrong-lock", |b| {
+        b.iter(|| wasm.admit(black_box(Some(&other)), black_box(&seq), Policy::NonDecreasing).unwrap().unwrap_err())
+    });
     g.finish();
 }

@@ -1,13 +1,15 @@
 //! The canonical-ABI view of `fencing:guard/check@0.1.0`, and the one place
 //! where its types convert to and from the rule types of `fencing-guest`.
 //!
-//! Arguments borrow the host's data (`&str`, slices) so a call copies each
-//! lock name once, straight into guest memory, and allocates nothing on the
-//! host side. Field and case names must match `wit/guard.wit` exactly; the
-//! signatures are type-checked against the component when a worker is built.
+//! Lock names cross as `lock-name` handles (interned per worker by
+//! `wasm.rs`), so a call copies no string into the component. Batch and
+//! stream verdicts come back as `list<u8>` codes, which lift as one copy; the
+//! evidence is rebuilt from the inputs by `fencing_guest::rules::expand_batch`.
+//! Field and case names must match `wit/guard.wit` exactly; the signatures
+//! are type-checked against the component when a worker is built.
 
-use super::{Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict};
-use wasmtime::component::{ComponentType, Lift, Lower};
+use super::{Admission, BatchWrite, Policy, Rejection};
+use wasmtime::component::{ComponentType, Lift, Lower, ResourceAny};
 
 #[derive(ComponentType, Lower, Clone, Copy)]
 #[component(enum)]
@@ -21,19 +23,19 @@ pub enum PolicyArg {
 
 #[derive(ComponentType, Lower, Clone, Copy)]
 #[component(record)]
-pub struct FenceArg<'a> {
-    lock: &'a str,
+pub struct FenceArg {
+    pub lock: ResourceAny,
     #[component(name = "high-water")]
-    high_water: u64,
-    sequence: Option<u64>,
+    pub high_water: u64,
+    pub sequence: Option<u64>,
 }
 
 #[derive(ComponentType, Lower, Clone, Copy)]
 #[component(record)]
-pub struct SequencerArg<'a> {
-    lock: &'a str,
-    token: u64,
-    sequence: Option<u64>,
+pub struct SequencerArg {
+    pub lock: ResourceAny,
+    pub token: u64,
+    pub sequence: Option<u64>,
 }
 
 #[derive(ComponentType, Lower, Clone, Copy)]
@@ -88,44 +90,33 @@ pub enum RejectionRet {
 #[component(record)]
 pub struct FenceStateRet {
     #[component(name = "high-water")]
-    high_water: u64,
-    sequence: Option<u64>,
+    pub high_water: u64,
+    pub sequence: Option<u64>,
 }
 
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct BatchOutcomeRet {
-    verdicts: Vec<Result<AdmissionRet, RejectionRet>>,
-    fence: Option<FenceStateRet>,
-}
-
-#[derive(ComponentType, Lift, Clone, Copy)]
-#[component(enum)]
-#[repr(u8)]
-pub enum VerdictRet {
-    #[component(name = "admitted")]
-    Admitted,
-    #[component(name = "invalid-token")]
-    InvalidToken,
-    #[component(name = "stale-token")]
-    StaleToken,
-    #[component(name = "token-reused")]
-    TokenReused,
+    pub verdicts: Vec<u8>,
+    pub fence: Option<FenceStateRet>,
 }
 
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct StreamOutcomeRet {
-    verdicts: Vec<VerdictRet>,
+    pub verdicts: Vec<u8>,
     #[component(name = "high-water")]
-    high_water: u64,
+    pub high_water: u64,
 }
 
+/// `[constructor]lock-name` parameters and results.
+pub type LockParams<'a> = (&'a str,);
+pub type LockResults = (ResourceAny,);
 /// `admit` parameters and results.
-pub type AdmitParams<'a> = (Option<FenceArg<'a>>, SequencerArg<'a>, PolicyArg);
+pub type AdmitParams = (Option<FenceArg>, SequencerArg, PolicyArg);
 pub type AdmitResults = (Result<AdmissionRet, RejectionRet>,);
 /// `admit-batch` parameters and results.
-pub type BatchParams<'a> = (Option<FenceArg<'a>>, &'a str, &'a [BatchWriteArg], PolicyArg);
+pub type BatchParams<'a> = (Option<FenceArg>, ResourceAny, &'a [BatchWriteArg], PolicyArg);
 pub type BatchResults = (BatchOutcomeRet,);
 /// `admit-stream` parameters and results.
 pub type StreamParams<'a> = (u64, &'a [u64], PolicyArg);
@@ -137,18 +128,6 @@ impl From<Policy> for PolicyArg {
             Policy::NonDecreasing => PolicyArg::NonDecreasing,
             Policy::StrictlyIncreasing => PolicyArg::StrictlyIncreasing,
         }
-    }
-}
-
-impl<'a> From<&'a Fence> for FenceArg<'a> {
-    fn from(f: &'a Fence) -> Self {
-        FenceArg { lock: &f.lock, high_water: f.high_water, sequence: f.sequence }
-    }
-}
-
-impl<'a> From<&'a Sequencer> for SequencerArg<'a> {
-    fn from(s: &'a Sequencer) -> Self {
-        SequencerArg { lock: &s.lock, token: s.token, sequence: s.sequence }
     }
 }
 
@@ -181,30 +160,4 @@ impl From<RejectionRet> for Rejection {
 /// Converts one lifted verdict.
 pub fn decision(r: Result<AdmissionRet, RejectionRet>) -> Result<Admission, Rejection> {
     r.map(Into::into).map_err(Into::into)
-}
-
-impl From<BatchOutcomeRet> for BatchOutcome {
-    fn from(b: BatchOutcomeRet) -> Self {
-        BatchOutcome {
-            verdicts: b.verdicts.into_iter().map(decision).collect(),
-            fence: b.fence.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence }),
-        }
-    }
-}
-
-impl From<VerdictRet> for Verdict {
-    fn from(v: VerdictRet) -> Self {
-        match v {
-            VerdictRet::Admitted => Verdict::Admitted,
-            VerdictRet::InvalidToken => Verdict::InvalidToken,
-            VerdictRet::StaleToken => Verdict::StaleToken,
-            VerdictRet::TokenReused => Verdict::TokenReused,
-        }
-    }
-}
-
-impl From<StreamOutcomeRet> for StreamOutcome {
-    fn from(s: StreamOutcomeRet) -> Self {
-        StreamOutcome { verdicts: s.verdicts.into_iter().map(Into::into).collect(), high_water: s.high_water }
-    }
 }

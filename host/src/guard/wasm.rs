@@ -11,13 +11,20 @@
 //! next call instantiates a fresh one. The guard holds no state of its own,
 //! so a new plugin can be swapped in at any time ([`WasmGuard::swap`]).
 
-use super::abi::{self, AdmitParams, AdmitResults, BatchParams, BatchResults, StreamParams, StreamResults};
+use super::abi::{
+    self, AdmitParams, AdmitResults, BatchParams, BatchResults, FenceArg, LockParams, LockResults, SequencerArg,
+    StreamParams, StreamResults,
+};
 use super::plugin::{INTERFACE, PACKAGE, Plugin, PluginError, PluginInfo};
-use super::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome};
+use super::{
+    BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, GuardKind, Policy, Sequencer,
+    StreamOutcome, Verdict,
+};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use wasmtime::component::{ComponentExportIndex, Func, InstancePre, Linker, TypedFunc};
+use wasmtime::component::{ComponentExportIndex, Func, InstancePre, Linker, ResourceAny, TypedFunc};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 /// Bounds on every call into the component.
@@ -60,16 +67,24 @@ impl ResourceLimiter for StoreState {
 struct Loaded {
     generation: u64,
     pre: InstancePre<StoreState>,
+    lock_name: ComponentExportIndex,
     admit: ComponentExportIndex,
     batch: ComponentExportIndex,
     stream: ComponentExportIndex,
     info: PluginInfo,
 }
 
+/// Distinct lock names a worker interns before it is retired (its store, and
+/// every handle in it, is dropped), which bounds a worker's memory.
+const MAX_LOCKS_PER_WORKER: usize = 4096;
+
 /// One store and instance, used by one call at a time.
 struct Worker {
     generation: u64,
     store: Store<StoreState>,
+    /// `lock-name` handles owned by this worker's store, by name.
+    locks: HashMap<Box<str>, ResourceAny>,
+    lock_name: Func,
     admit: Func,
     batch: Func,
     stream: Func,
@@ -83,7 +98,39 @@ pub struct WasmGuard {
     generation: AtomicU64,
     pool: Mutex<Vec<Worker>>,
     failures: AtomicU64,
+    instances: AtomicU64,
     stop_ticker: Arc<AtomicBool>,
+}
+
+impl Worker {
+    /// The interned handle of `name` in this worker, created on first use.
+    #[inline]
+    fn lock(&mut self, name: &str) -> wasmtime::Result<ResourceAny> {
+        if let Some(handle) = self.locks.get(name) {
+            return Ok(*handle);
+        }
+        // SAFETY: `lock_name` was type-checked against `LockParams`/`LockResults` in `build_worker_from`.
+        let f: TypedFunc<LockParams<'_>, LockResults> = unsafe { TypedFunc::new_unchecked(self.lock_name) };
+        let (handle,) = f.call(&mut self.store, (name,))?;
+        self.locks.insert(name.into(), handle);
+        Ok(handle)
+    }
+
+    /// Handles for a fence and a presented lock; equal names share one handle.
+    #[inline]
+    fn locks(&mut self, fence: Option<&str>, presented: &str) -> wasmtime::Result<(Option<ResourceAny>, ResourceAny)> {
+        let p = self.lock(presented)?;
+        let f = match fence {
+            None => None,
+            Some(name) if name == presented => Some(p),
+            Some(name) => Some(self.lock(name)?),
+        };
+        Ok((f, p))
+    }
+
+    fn retired(&self) -> bool {
+        self.locks.len() > MAX_LOCKS_PER_WORKER
+    }
 }
 
 impl WasmGuard {
@@ -108,6 +155,7 @@ impl WasmGuard {
             generation: AtomicU64::new(1),
             pool: Mutex::new(Vec::new()),
             failures: AtomicU64::new(0),
+            instances: AtomicU64::new(0),
             stop_ticker,
         };
         // Instantiate once now so a plugin that cannot start fails at load, not on the first write.
@@ -153,6 +201,7 @@ impl WasmGuard {
         let loaded = Arc::new(prepare(&self.engine, plugin, generation)?);
         let worker = build_worker_from(&self.engine, &loaded, &self.limits)
             .map_err(|e| PluginError::Instantiate(e.to_string()))?;
+        self.instances.fetch_add(1, Ordering::Relaxed);
         *self.loaded.write().expect("plugin lock") = loaded;
         self.generation.store(generation, Ordering::Release);
         let mut pool = self.pool.lock().expect("pool lock");
@@ -162,7 +211,11 @@ impl WasmGuard {
     }
 
     /// Loads `path` and swaps it in.
-    pub fn swap_file(&self, path: &std::path::Path, cache: Option<&std::path::Path>) -> Result<PluginInfo, PluginError> {
+    pub fn swap_file(
+        &self,
+        path: &std::path::Path,
+        cache: Option<&std::path::Path>,
+    ) -> Result<PluginInfo, PluginError> {
         let plugin = Plugin::from_file(&self.engine, path, cache)?;
         let info = plugin.info.clone();
         self.swap(plugin)?;
@@ -179,8 +232,22 @@ impl WasmGuard {
         self.failures.load(Ordering::Relaxed)
     }
 
+    /// How many instances were created since start: one at load, one per
+    /// swap, and one for every worker that replaced a discarded one or that
+    /// concurrency required.
+    pub fn instances_created(&self) -> u64 {
+        self.instances.load(Ordering::Relaxed)
+    }
+
+    /// Instantiates a fresh worker from the current `InstancePre` and drops
+    /// it: the cost a call pays after a failure discarded its worker.
+    pub fn instantiate(&self) -> Result<(), GuardFailure> {
+        self.build_worker().map(drop)
+    }
+
     fn build_worker(&self) -> Result<Worker, GuardFailure> {
         let loaded = self.loaded.read().expect("plugin lock").clone();
+        self.instances.fetch_add(1, Ordering::Relaxed);
         build_worker_from(&self.engine, &loaded, &self.limits)
     }
 
@@ -196,7 +263,9 @@ impl WasmGuard {
         worker.store.set_epoch_deadline(ticks);
         match f(&mut worker) {
             Ok(r) => {
-                self.pool.lock().expect("pool lock").push(worker);
+                if !worker.retired() {
+                    self.pool.lock().expect("pool lock").push(worker);
+                }
                 Ok(r)
             }
             Err(e) => {
@@ -251,6 +320,7 @@ fn prepare(engine: &Engine, plugin: Plugin, generation: u64) -> Result<Loaded, P
     };
     Ok(Loaded {
         generation,
+        lock_name: func("[constructor]lock-name")?,
         admit: func("admit")?,
         batch: func("admit-batch")?,
         stream: func("admit-stream")?,
@@ -266,11 +336,31 @@ fn build_worker_from(engine: &Engine, loaded: &Loaded, limits: &WasmLimits) -> R
     let unavailable = |e: wasmtime::Error| GuardFailure::Unavailable(format!("{e:#}"));
     let instance = loaded.pre.instantiate(&mut store).map_err(unavailable)?;
     // Type-check each signature once; calls then use unchecked views with the call's lifetimes.
-    let admit = instance.get_typed_func::<AdmitParams<'static>, AdmitResults>(&mut store, &loaded.admit).map_err(unavailable)?;
-    let batch = instance.get_typed_func::<BatchParams<'static>, BatchResults>(&mut store, &loaded.batch).map_err(unavailable)?;
-    let stream =
-        instance.get_typed_func::<StreamParams<'static>, StreamResults>(&mut store, &loaded.stream).map_err(unavailable)?;
-    Ok(Worker { generation: loaded.generation, store, admit: *admit.func(), batch: *batch.func(), stream: *stream.func() })
+    let lock_name = instance
+        .get_typed_func::<LockParams<'static>, LockResults>(&mut store, &loaded.lock_name)
+        .map_err(unavailable)?;
+    let admit = instance.get_typed_func::<AdmitParams, AdmitResults>(&mut store, &loaded.admit).map_err(unavailable)?;
+    let batch = instance
+        .get_typed_func::<BatchParams<'static>, BatchResults>(&mut store, &loaded.batch)
+        .map_err(unavailable)?;
+    let stream = instance
+        .get_typed_func::<StreamParams<'static>, StreamResults>(&mut store, &loaded.stream)
+        .map_err(unavailable)?;
+    Ok(Worker {
+        generation: loaded.generation,
+        store,
+        locks: HashMap::new(),
+        lock_name: *lock_name.func(),
+        admit: *admit.func(),
+        batch: *batch.func(),
+        stream: *stream.func(),
+    })
+}
+
+/// A plugin's answer that breaks the contract (wrong length, unknown code):
+/// the call fails closed like a trap.
+fn contract(what: &str) -> wasmtime::Error {
+    wasmtime::Error::msg(format!("plugin broke the fencing:guard contract: {what}"))
 }
 
 impl Guard for WasmGuard {
@@ -280,9 +370,16 @@ impl Guard for WasmGuard {
 
     fn admit(&self, current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, GuardFailure> {
         self.call(|w| {
+            let (fence_lock, lock) = w.locks(current.map(|f| f.lock.as_str()), &presented.lock)?;
+            let current = current.zip(fence_lock).map(|(f, lock)| FenceArg {
+                lock,
+                high_water: f.high_water,
+                sequence: f.sequence,
+            });
+            let presented = SequencerArg { lock, token: presented.token, sequence: presented.sequence };
             // SAFETY: `w.admit` was type-checked against `AdmitParams`/`AdmitResults` in `build_worker_from`.
-            let f: TypedFunc<AdmitParams<'_>, AdmitResults> = unsafe { TypedFunc::new_unchecked(w.admit) };
-            let (r,) = f.call(&mut w.store, (current.map(Into::into), presented.into(), policy.into()))?;
+            let f: TypedFunc<AdmitParams, AdmitResults> = unsafe { TypedFunc::new_unchecked(w.admit) };
+            let (r,) = f.call(&mut w.store, (current, presented, policy.into()))?;
             Ok(abi::decision(r))
         })
     }
@@ -295,11 +392,21 @@ impl Guard for WasmGuard {
         policy: Policy,
     ) -> Result<BatchOutcome, GuardFailure> {
         let args: Vec<abi::BatchWriteArg> = writes.iter().map(Into::into).collect();
+        let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
         self.call(|w| {
+            let (fence_lock, lock) = w.locks(current.map(|f| f.lock.as_str()), lock)?;
+            let current = current.zip(fence_lock).map(|(f, lock)| FenceArg {
+                lock,
+                high_water: f.high_water,
+                sequence: f.sequence,
+            });
             // SAFETY: type-checked against `BatchParams`/`BatchResults` in `build_worker_from`.
             let f: TypedFunc<BatchParams<'_>, BatchResults> = unsafe { TypedFunc::new_unchecked(w.batch) };
-            let (r,) = f.call(&mut w.store, (current.map(Into::into), lock, &args, policy.into()))?;
-            Ok(r.into())
+            let (r,) = f.call(&mut w.store, (current, lock, &args, policy.into()))?;
+            let verdicts = fencing_guest::rules::expand_batch(state, writes, &r.verdicts)
+                .ok_or_else(|| contract("batch verdict codes do not match the writes"))?;
+            let fence = r.fence.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+            Ok(BatchOutcome { verdicts, fence })
         })
     }
 
@@ -308,7 +415,16 @@ impl Guard for WasmGuard {
             // SAFETY: type-checked against `StreamParams`/`StreamResults` in `build_worker_from`.
             let f: TypedFunc<StreamParams<'_>, StreamResults> = unsafe { TypedFunc::new_unchecked(w.stream) };
             let (r,) = f.call(&mut w.store, (high_water, tokens, policy.into()))?;
-            Ok(r.into())
+            if r.verdicts.len() != tokens.len() {
+                return Err(contract("stream verdict count differs from the token count"));
+            }
+            let verdicts = r
+                .verdicts
+                .iter()
+                .map(|&c| Verdict::from_code(c))
+                .collect::<Option<Vec<Verdict>>>()
+                .ok_or_else(|| contract("unknown stream verdict code"))?;
+            Ok(StreamOutcome { verdicts, high_water: r.high_water })
         })
     }
 }

@@ -6,8 +6,9 @@
 // literals are turned into BigInt before any float rounding can happen).
 // Every call into the component goes through `componentGuard`, the one place
 // that knows the WIT encoding as jco maps it (camelCase fields, `{tag, val}`
-// variants, thrown `ComponentError` for a top-level `result` error); the rest
-// speaks the vectors' vocabulary (tests/vectors/README.md).
+// variants, thrown `ComponentError` for a top-level `result` error, `LockName`
+// handles, verdict-code bytes in a Uint8Array); the rest speaks the vectors'
+// vocabulary (tests/vectors/README.md).
 //
 // Usage: node run_vectors.mjs [--vectors DIR]
 // Exit codes: 0 all passed, 1 some case failed, 2 unreadable component or vectors.
@@ -41,9 +42,35 @@ function checkU64(value, where) {
   else if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) checkU64(v, `${where}.${k}`);
 }
 
-/** The adapter: vectors' vocabulary in, WIT calls (as jco maps them), vectors' vocabulary out. */
+/** Verdict bytes of batch/stream outcomes: the WIT `enum verdict-code` cases in order (byte N is case N). */
+const VERDICT_CODES = [
+  'admitted',
+  'admitted_new_term',
+  'invalid_token',
+  'wrong_lock',
+  'stale_token',
+  'token_reused',
+  'sequence_regressed',
+];
+
+/**
+ * The adapter: vectors' vocabulary in, WIT calls (as jco maps them), vectors' vocabulary out.
+ * Lock names cross as `LockName` handles, one per distinct name for this instance; batch and
+ * stream verdicts come back as verdict-code bytes and are expanded here, the evidence following
+ * from the inputs as in `fencing_guest::rules::expand_batch`.
+ */
 function componentGuard(check) {
-  const fence = (f) => (f == null ? undefined : { lock: f.lock, highWater: f.high_water, sequence: f.sequence ?? undefined });
+  const locks = new Map();
+  const lockName = (name) => {
+    let handle = locks.get(name);
+    if (handle === undefined) {
+      handle = new check.LockName(name);
+      locks.set(name, handle);
+    }
+    return handle;
+  };
+  const fence = (f) =>
+    f == null ? undefined : { lock: lockName(f.lock), highWater: f.high_water, sequence: f.sequence ?? undefined };
   const admitted = (a) => ({ verdict: 'admitted', high_water: a.highWater, sequence: a.sequence ?? null, new_term: a.newTerm });
   const rejected = (r) => {
     const out = { verdict: r.tag.replaceAll('-', '_') };
@@ -54,9 +81,35 @@ function componentGuard(check) {
     }
     return out;
   };
+  const code = (byte) => {
+    const c = VERDICT_CODES[byte];
+    if (c === undefined) throw new Error(`component returned unknown verdict code ${byte}`);
+    return c;
+  };
+  // Each rejected write was compared with the fence left by the last admitted write before it (or `current`).
+  const expandBatch = (current, writes, codes) => {
+    if (codes.length !== writes.length) {
+      throw new Error(`component returned ${codes.length} verdicts for ${writes.length} writes`);
+    }
+    let state = current == null ? null : { highWater: current.high_water, sequence: current.sequence ?? null };
+    return writes.map((w, i) => {
+      const c = code(codes[i]);
+      const sequence = w.sequence ?? null;
+      if (c === 'admitted' || c === 'admitted_new_term') {
+        state = { highWater: w.token, sequence };
+        return { verdict: 'admitted', high_water: w.token, sequence, new_term: c === 'admitted_new_term' };
+      }
+      if (c === 'invalid_token' || c === 'wrong_lock') return { verdict: c };
+      if (state === null || (c === 'sequence_regressed' && state.sequence === null)) {
+        throw new Error(`component returned ${c} for a write with no fence to compare with`);
+      }
+      if (c === 'sequence_regressed') return { verdict: c, token: w.token, presented: sequence, last: state.sequence };
+      return { verdict: c, presented: w.token, high_water: state.highWater };
+    });
+  };
   return {
     admit(current, presented, policy) {
-      const sequencer = { lock: presented.lock, token: presented.token, sequence: presented.sequence ?? undefined };
+      const sequencer = { lock: lockName(presented.lock), token: presented.token, sequence: presented.sequence ?? undefined };
       try {
         return admitted(check.admit(fence(current), sequencer, policy.replaceAll('_', '-')));
       } catch (e) {
@@ -67,15 +120,20 @@ function componentGuard(check) {
     },
     batch(current, lock, writes, policy) {
       const ws = writes.map((w) => ({ token: w.token, sequence: w.sequence ?? undefined }));
-      const out = check.admitBatch(fence(current), lock, ws, policy.replaceAll('_', '-'));
+      const out = check.admitBatch(fence(current), lockName(lock), ws, policy.replaceAll('_', '-'));
       return {
-        verdicts: out.verdicts.map((v) => (v.tag === 'ok' ? admitted(v.val) : rejected(v.val))),
+        verdicts: expandBatch(current, writes, out.verdicts),
         fence: out.fence == null ? null : { high_water: out.fence.highWater, sequence: out.fence.sequence ?? null },
       };
     },
     stream(highWater, tokens, policy) {
       const out = check.admitStream(highWater, BigUint64Array.from(tokens), policy.replaceAll('_', '-'));
-      return { verdicts: Array.from(out.verdicts, (v) => v.replaceAll('-', '_')), high_water: out.highWater };
+      const verdicts = Array.from(out.verdicts, (byte) => {
+        const c = code(byte);
+        if (c === 'wrong_lock' || c === 'sequence_regressed') throw new Error(`component returned ${c} in a stream`);
+        return c === 'admitted_new_term' ? 'admitted' : c;
+      });
+      return { verdicts, high_water: out.highWater };
     },
   };
 }

@@ -3,9 +3,10 @@
 fencing:guard component under wasmtime-py, and prints `N passed, M failed`.
 
 Every call into the component goes through `ComponentGuard`, the one place
-that knows the WIT encoding (kebab-case record fields, variants, enums); the
-rest of this file speaks the vectors' vocabulary (see tests/vectors/README.md).
-If the WIT changes, only `ComponentGuard` changes.
+that knows the WIT encoding (kebab-case record fields, variants, enums,
+`lock-name` handles, verdict-code bytes); the rest of this file speaks the
+vectors' vocabulary (see tests/vectors/README.md). If the WIT changes, only
+`ComponentGuard` changes.
 
 Usage: run_vectors.py [--wasm FILE] [--vectors DIR]
   FILE defaults to $FENCING_GUARD_WASM, else
@@ -40,8 +41,28 @@ def field(rec, name):
     return getattr(rec, name.replace("_", "-"))
 
 
+# Verdict bytes of `batch-outcome.verdicts` / `stream-outcome.verdicts`: the
+# cases of the WIT `enum verdict-code`, in order (byte N is case N).
+VERDICT_CODES = (
+    "admitted",
+    "admitted_new_term",
+    "invalid_token",
+    "wrong_lock",
+    "stale_token",
+    "token_reused",
+    "sequence_regressed",
+)
+
+
 class ComponentGuard:
-    """The adapter: vectors' vocabulary in, WIT calls, vectors' vocabulary out."""
+    """The adapter: vectors' vocabulary in, WIT calls, vectors' vocabulary out.
+
+    Lock names cross the boundary as `lock-name` handles: one constructor call
+    per distinct name per instance (cached in `self.locks`), then the handle is
+    passed where the name was. Batch and stream verdicts come back as
+    `verdict-code` bytes and are expanded here into full verdicts; the evidence
+    follows from the inputs, as in `fencing_guest::rules::expand_batch`.
+    """
 
     def __init__(self, wasm_path):
         self.engine = Engine()
@@ -53,12 +74,14 @@ class ComponentGuard:
         if iface is None:
             raise RuntimeError(f"{wasm_path}: no export {INTERFACE}")
         self.funcs = {}
-        for name in ("admit", "admit-batch", "admit-stream"):
+        for name in ("[constructor]lock-name", "admit", "admit-batch", "admit-stream"):
             index = component.get_export_index(name, iface)
             func = index and self.instance.get_func(self.store, index)
             if func is None:
                 raise RuntimeError(f"{wasm_path}: {INTERFACE} has no function {name}")
             self.funcs[name] = func
+        # name -> lock-name handle; handles live as long as this instance.
+        self.locks = {}
 
     def _call(self, name, *args):
         func = self.funcs[name]
@@ -66,15 +89,22 @@ class ComponentGuard:
         func.post_return(self.store)
         return result
 
+    def _lock(self, name):
+        """The interned handle for `name`, created on first use."""
+        handle = self.locks.get(name)
+        if handle is None:
+            handle = self._call("[constructor]lock-name", name)
+            self.locks[name] = handle
+        return handle
+
     @staticmethod
     def _policy(policy):
         return policy.replace("_", "-")
 
-    @staticmethod
-    def _fence(fence):
+    def _fence(self, fence):
         if fence is None:
             return None
-        return record(lock=fence["lock"], high_water=fence["high_water"], sequence=fence.get("sequence"))
+        return record(lock=self._lock(fence["lock"]), high_water=fence["high_water"], sequence=fence.get("sequence"))
 
     @staticmethod
     def _verdict(result):
@@ -93,16 +123,49 @@ class ComponentGuard:
             "new_term": field(result, "new_term"),
         }
 
+    @staticmethod
+    def _code(byte):
+        if not 0 <= byte < len(VERDICT_CODES):
+            raise RuntimeError(f"component returned unknown verdict code {byte}")
+        return VERDICT_CODES[byte]
+
+    @classmethod
+    def _expand_batch(cls, fence, writes, codes):
+        """Verdict bytes -> full verdicts. Each rejected write was compared with
+        the fence left by the last admitted write before it (or `fence`)."""
+        if len(codes) != len(writes):
+            raise RuntimeError(f"component returned {len(codes)} verdicts for {len(writes)} writes")
+        state = None if fence is None else (fence["high_water"], fence.get("sequence"))
+        out = []
+        for write, byte in zip(writes, codes):
+            code, token, sequence = cls._code(byte), write["token"], write.get("sequence")
+            if code in ("admitted", "admitted_new_term"):
+                state = (token, sequence)
+                out.append(
+                    {"verdict": "admitted", "high_water": token, "sequence": sequence, "new_term": code != "admitted"}
+                )
+            elif code in ("invalid_token", "wrong_lock"):
+                out.append({"verdict": code})
+            elif state is None or (code == "sequence_regressed" and state[1] is None):
+                raise RuntimeError(f"component returned {code} for a write with no fence to compare with")
+            elif code == "sequence_regressed":
+                out.append({"verdict": code, "token": token, "presented": sequence, "last": state[1]})
+            else:
+                out.append({"verdict": code, "presented": token, "high_water": state[0]})
+        return out
+
     def admit(self, fence, sequencer, policy):
-        presented = record(lock=sequencer["lock"], token=sequencer["token"], sequence=sequencer.get("sequence"))
+        presented = record(
+            lock=self._lock(sequencer["lock"]), token=sequencer["token"], sequence=sequencer.get("sequence")
+        )
         return self._verdict(self._call("admit", self._fence(fence), presented, self._policy(policy)))
 
     def batch(self, fence, lock, writes, policy):
         ws = [record(token=w["token"], sequence=w.get("sequence")) for w in writes]
-        out = self._call("admit-batch", self._fence(fence), lock, ws, self._policy(policy))
+        out = self._call("admit-batch", self._fence(fence), self._lock(lock), ws, self._policy(policy))
         state = field(out, "fence")
         return {
-            "verdicts": [self._verdict(v) for v in field(out, "verdicts")],
+            "verdicts": self._expand_batch(fence, writes, bytes(field(out, "verdicts"))),
             "fence": None
             if state is None
             else {"high_water": field(state, "high_water"), "sequence": field(state, "sequence")},
@@ -110,10 +173,13 @@ class ComponentGuard:
 
     def stream(self, high_water, tokens, policy):
         out = self._call("admit-stream", high_water, list(tokens), self._policy(policy))
-        return {
-            "verdicts": [v.replace("-", "_") for v in field(out, "verdicts")],
-            "high_water": field(out, "high_water"),
-        }
+        verdicts = []
+        for byte in bytes(field(out, "verdicts")):
+            code = self._code(byte)
+            if code in ("wrong_lock", "sequence_regressed"):
+                raise RuntimeError(f"component returned {code} in a stream")
+            verdicts.append("admitted" if code == "admitted_new_term" else code)
+        return {"verdicts": verdicts, "high_water": field(out, "high_water")}
 
 
 class VectorError(Exception):

@@ -15,5 +15,6 @@
 pub mod cli;
 pub mod guard;
 pub mod http;
+pub mod storage;
 pub mod telemetry;
 pub mod vectors;

@@ -13,6 +13,7 @@
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
 
 pub mod cli;
+pub mod client;
 pub mod guard;
 pub mod http;
 pub mod storage;

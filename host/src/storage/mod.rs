@@ -11,13 +11,13 @@
 //! - an acknowledged write and its fence are durable (fsynced) before the ack;
 //! - a resource's high-water mark never goes backwards.
 
-// mod postgres;
+mod postgres;
 mod redb;
 mod service;
 mod telemetry;
 mod validate;
 
-// pub use self::postgres::PostgresEngine;
+pub use self::postgres::PostgresEngine;
 pub use self::redb::RedbEngine;
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
@@ -32,10 +32,13 @@ use futures::future::BoxFuture;
 #[serde(rename_all = "UPPERCASE")]
 pub enum Mutation {
     /// Replace the object with the bytes.
+    #[serde(alias = "put")]
     Put,
     /// Append the bytes to the object (creating it if absent).
+    #[serde(alias = "append")]
     Append,
     /// Remove the object (bytes are ignored). Deleting an absent object is admitted and changes only the fence.
+    #[serde(alias = "delete")]
     Delete,
 }
 

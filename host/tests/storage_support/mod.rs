@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod server;
+
 use fencing_host::guard::Rejection;
 use fencing_host::storage::{Engine, Mutation, StorageError, WriteOutcome, WriteRequest};
 use std::sync::Arc;

@@ -12,6 +12,7 @@
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
 
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod guard;

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
 pub mod server;
 
 use fencing_host::guard::Rejection;

@@ -38,6 +38,10 @@ pub struct WritesArgs {
     /// Directory for the stores (on the disk to measure; default: a fresh temp dir).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Writes each writer keeps in flight (pipelined under one token). 1: one
+    /// outstanding write per writer, each with a new, higher token.
+    #[arg(long, default_value_t = 1)]
+    pub inflight: usize,
     /// Skip the SQLite comparison.
     #[arg(long)]
     pub no_sqlite: bool,
@@ -47,6 +51,8 @@ pub struct WritesArgs {
 pub struct RunResult {
     pub store: &'static str,
     pub writers: usize,
+    /// Writes in flight per writer.
+    pub inflight: usize,
     pub elapsed: Duration,
     /// Per-write latency in microseconds.
     pub hist: Histogram<u64>,
@@ -102,6 +108,7 @@ async fn run_engine(
     dir: &std::path::Path,
     kind: GuardKind,
     writers: usize,
+    inflight: usize,
     duration: Duration,
     payload: usize,
 ) -> anyhow::Result<RunResult> {
@@ -115,15 +122,18 @@ async fn run_engine(
     let engine = Arc::new(RedbEngine::open(&store_dir, guard.clone(), Policy::NonDecreasing)?);
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
-    let tasks: Vec<_> = (0..writers)
-        .map(|w| {
+    // With several writes in flight per writer, they share the writer's token
+    // (admitted under the non-decreasing policy); otherwise each write takes a new token.
+    let tasks: Vec<_> = (0..writers * inflight)
+        .map(|i| {
+            let w = i % writers;
             let (engine, stop) = (engine.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut hist = Histogram::<u64>::new(3)?;
                 let data = vec![0x5a_u8; payload];
                 let mut token = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    token += 1;
+                    token = if inflight == 1 { token + 1 } else { 1 };
                     let req = WriteRequest {
                         resource_id: format!("bench-{w}"),
                         lock_id: format!("bench-{w}"),
@@ -158,21 +168,22 @@ async fn run_engine(
     };
     drop(engine);
     let _ = std::fs::remove_dir_all(&store_dir);
-    Ok(RunResult { store, writers, elapsed, hist, guard_share: Some(guard_us / total_latency_us) })
+    Ok(RunResult { store, writers, inflight, elapsed, hist, guard_share: Some(guard_us / total_latency_us) })
 }
 
 /// The results as a Markdown table.
 pub fn table(results: &[RunResult]) -> String {
     let mut out = String::from(
-        "| store | writers | durable writes/s | p50 latency | p99 latency | guard share of latency |\n|---|---:|---:|---:|---:|---:|\n",
+        "| store | writers | in flight each | durable writes/s | p50 latency | p99 latency | guard share of latency |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in results {
         let ms = |q| r.hist.value_at_quantile(q) as f64 / 1000.0;
         let share = r.guard_share.map_or("n/a".to_owned(), |s| format!("{:.3}%", s * 100.0));
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} ms | {:.2} ms | {} |\n",
+            "| {} | {} | {} | {:.0} | {:.2} ms | {:.2} ms | {} |\n",
             r.store,
             r.writers,
+            r.inflight,
             r.per_second(),
             ms(0.5),
             ms(0.99),
@@ -183,8 +194,8 @@ pub fn table(results: &[RunResult]) -> String {
 }
 
 pub fn run(args: WritesArgs) -> anyhow::Result<ExitCode> {
-    if args.seconds == 0 || args.writers.is_empty() || args.writers.contains(&0) {
-        return Err(crate::cli::usage("--seconds and every --writers count must be at least 1"));
+    if args.seconds == 0 || args.inflight == 0 || args.writers.is_empty() || args.writers.contains(&0) {
+        return Err(crate::cli::usage("--seconds, --inflight and every --writers count must be at least 1"));
     }
     let (dir, temp) = match &args.data_dir {
         Some(d) => (d.clone(), false),
@@ -195,8 +206,8 @@ pub fn run(args: WritesArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new().context("start tokio runtime")?;
     let mut results = Vec::new();
     for &w in &args.writers {
-        let r = rt.block_on(run_engine(&dir, args.guard, w, duration, args.payload))?;
-        eprintln!("{} x{w}: {:.0} writes/s", r.store, r.per_second());
+        let r = rt.block_on(run_engine(&dir, args.guard, w, args.inflight, duration, args.payload))?;
+        eprintln!("{} x{w} (x{} in flight): {:.0} writes/s", r.store, args.inflight, r.per_second());
         results.push(r);
         if !args.no_sqlite {
             let r = super::sqlite::run(&dir, w, duration, args.payload)?;

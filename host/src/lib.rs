@@ -12,8 +12,11 @@
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
 
+pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod guard;
 pub mod http;
+pub mod storage;
 pub mod telemetry;
 pub mod vectors;

@@ -3,8 +3,11 @@
 //! Exit codes: 0 success, 1 failure, 2 bad input (usage errors, invalid
 //! arguments or files, requests the server refused as malformed).
 
+mod bench;
 mod check;
+mod client;
 mod plugin;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +26,14 @@ enum Command {
     Plugin(plugin::PluginArgs),
     /// Run the shared test vectors through the native and Wasm guards and report agreement.
     Check(check::CheckArgs),
+    /// Load generators.
+    Bench(bench::BenchArgs),
+    /// Run the HTTP server (storage and lock roles, `GET /metrics`).
+    Serve(serve::ServeArgs),
+    /// Send a fenced write to the storage API.
+    Write(client::WriteArgs),
+    /// Read an object and its resource's fence from the storage API.
+    Read(client::ReadArgs),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -42,6 +53,10 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(args),
         Command::Check(args) => check::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Write(args) => client::write(args),
+        Command::Read(args) => client::read(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,115 @@
+//! `fencing write` and `fencing read`: clients of the storage API.
+//!
+//! Both print the server's JSON answer (`read --raw` prints the object's
+//! bytes instead). Exit codes: 0 on 200, 2 on bad input or any 4xx answer
+//! (including 409 refused by the fence), 1 on 5xx or when the server is unreachable.
+
+use crate::client::storage::{Answer, StorageClient, Write};
+use crate::storage::Mutation;
+use anyhow::Context;
+use clap::Args;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct ServerArg {
+    /// Base URL of the server.
+    #[arg(long, default_value = "http://127.0.0.1:7070", env = "FENCING_SERVER")]
+    server: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    #[command(flatten)]
+    server: ServerArg,
+    /// Resource (bucket-like id), e.g. `storage:customer-orders-bucket`.
+    #[arg(long)]
+    resource: String,
+    /// The fencing token from the lock service.
+    #[arg(long)]
+    token: u64,
+    /// Object path within the resource.
+    #[arg(long)]
+    path: String,
+    /// PUT (replace), APPEND or DELETE.
+    #[arg(long, value_enum, default_value = "put", ignore_case = true)]
+    mutation: Mutation,
+    /// The bytes, as UTF-8 text.
+    #[arg(long, conflicts_with = "file")]
+    data: Option<String>,
+    /// Read the bytes from this file (`-` for stdin).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// The lock the token came from (default: the resource id).
+    #[arg(long)]
+    lock: Option<String>,
+    /// Per-write sequence within the token.
+    #[arg(long)]
+    sequence: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    server: ServerArg,
+    #[arg(long)]
+    resource: String,
+    #[arg(long)]
+    path: String,
+    /// Print the object's bytes instead of the JSON answer.
+    #[arg(long)]
+    raw: bool,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio runtime")
+}
+
+fn finish(answer: &Answer) -> anyhow::Result<ExitCode> {
+    println!("{}", serde_json::to_string_pretty(&answer.body)?);
+    Ok(match answer.status {
+        200..=299 => ExitCode::SUCCESS,
+        400..=499 => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    })
+}
+
+pub fn write(args: WriteArgs) -> anyhow::Result<ExitCode> {
+    let bytes = match (&args.data, &args.file) {
+        (Some(d), _) => d.clone().into_bytes(),
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).context("read stdin")?;
+            buf
+        }
+        (None, Some(p)) => {
+            std::fs::read(p).map_err(|e| super::usage(format!("cannot read --file {}: {e}", p.display())))?
+        }
+        (None, None) if args.mutation == Mutation::Delete => Vec::new(),
+        (None, None) => return Err(super::usage("give the bytes with --data or --file (not needed for DELETE)")),
+    };
+    let client = StorageClient::new(&args.server.server);
+    let w = Write {
+        resource_id: &args.resource,
+        token: args.token,
+        file_path: &args.path,
+        mutation: args.mutation,
+        bytes: &bytes,
+        lock_id: args.lock.as_deref(),
+        sequence: args.sequence,
+    };
+    let answer = runtime()?.block_on(client.write(&w))?;
+    finish(&answer)
+}
+
+pub fn read(args: ReadArgs) -> anyhow::Result<ExitCode> {
+    let client = StorageClient::new(&args.server.server);
+    let answer = runtime()?.block_on(client.read(&args.resource, &args.path))?;
+    if args.raw && answer.status == 200 {
+        let bytes = answer.bytes().context("answer has no valid base64 `bytes`")?;
+        std::io::stdout().write_all(&bytes)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    finish(&answer)
+}

@@ -1,0 +1,166 @@
+//! `fencing serve`: one HTTP server for the roles this process runs.
+//!
+//! The router is built from parts and merged: the storage API when the role
+//! includes storage, the lock API when it includes locks, and `GET /metrics`
+//! over the one shared registry. Flags common to every server subcommand:
+//! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
+
+use crate::guard::{Guard, GuardKind, NativeGuard, Policy, WasmGuard};
+use crate::storage::{Engine, FlapConfig, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
+use crate::telemetry::Metrics;
+use anyhow::Context;
+use axum::Router;
+use axum::routing::get;
+use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which services this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    All,
+    Storage,
+    Locks,
+}
+
+impl Role {
+    pub fn storage(self) -> bool {
+        matches!(self, Role::All | Role::Storage)
+    }
+    #[allow(dead_code)] // read where the lock role is mounted
+    pub fn locks(self) -> bool {
+        matches!(self, Role::All | Role::Locks)
+    }
+}
+
+/// Which store backs the storage role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// Embedded redb file under `--data-dir`.
+    Redb,
+    /// PostgreSQL at `--postgres-url`.
+    Postgres,
+}
+
+/// How a presented token is compared with the high-water mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    NonDecreasing,
+    StrictlyIncreasing,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(p: PolicyArg) -> Policy {
+        match p {
+            PolicyArg::NonDecreasing => Policy::NonDecreasing,
+            PolicyArg::StrictlyIncreasing => Policy::StrictlyIncreasing,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7070", env = "FENCING_LISTEN")]
+    pub listen: SocketAddr,
+    /// Directory for the embedded store and the compiled-plugin cache.
+    #[arg(long, default_value = "./fencing-data", env = "FENCING_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Which services to run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub role: Role,
+    /// Storage backend.
+    #[arg(long, value_enum, default_value = "redb")]
+    pub store: StoreKind,
+    /// PostgreSQL connection string (with `--store postgres`), e.g. `host=127.0.0.1 port=5432 user=fencing dbname=fencing`.
+    #[arg(long, env = "FENCING_POSTGRES_URL")]
+    pub postgres_url: Option<String>,
+    /// Who decides writes: the Wasm component or the same rules linked natively.
+    #[arg(long, value_enum, default_value = "wasm")]
+    pub guard: GuardKind,
+    /// A `fencing:guard` component file; the embedded component when omitted.
+    #[arg(long)]
+    pub plugin: Option<PathBuf>,
+    /// Token comparison policy.
+    #[arg(long, value_enum, default_value = "non-decreasing")]
+    pub policy: PolicyArg,
+    /// A resource flaps when more than this many new tokens are admitted within `--flap-window`.
+    #[arg(long, default_value_t = 10)]
+    pub flap_max_terms: u32,
+    /// The flapping window (e.g. `10s`, `1m`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub flap_window: Duration,
+    /// Most resources with per-resource metric series (the most recently written ones).
+    #[arg(long, default_value_t = 1000)]
+    pub metrics_max_resources: usize,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.store == StoreKind::Postgres && args.postgres_url.is_none() {
+        return Err(super::usage("--store postgres needs --postgres-url"));
+    }
+    if args.plugin.is_some() && args.guard == GuardKind::Native {
+        return Err(super::usage("--plugin needs --guard wasm"));
+    }
+    if args.flap_window.is_zero() {
+        return Err(super::usage("--flap-window must be positive"));
+    }
+    let runtime = tokio::runtime::Runtime::new().context("start tokio runtime")?;
+    runtime.block_on(serve(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
+    let metrics = Metrics::new();
+    let mut app = Router::new();
+    if args.role.storage() {
+        app = app.merge(storage_router(&args, &metrics).await?);
+    }
+    // The lock role mounts here: `if args.role.locks() { app = app.merge(..) }`.
+    let m = metrics.clone();
+    app = app.route("/metrics", get(move || std::future::ready(m.handler())));
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, role = ?args.role, store = ?args.store, guard = ?args.guard, "serving");
+    crate::http::serve(listener, app).await.context("serve HTTP")
+}
+
+/// Builds the guard the flags ask for.
+pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
+    let cache = args.data_dir.join("plugin-cache");
+    Ok(match (args.guard, &args.plugin) {
+        (GuardKind::Native, _) => Arc::new(NativeGuard),
+        (GuardKind::Wasm, None) => Arc::new(WasmGuard::embedded(Some(&cache)).context("load embedded guard")?),
+        (GuardKind::Wasm, Some(path)) => Arc::new(
+            WasmGuard::from_file(path, Some(&cache))
+                .map_err(|e| super::usage(format!("plugin {}: {e}", path.display())))?,
+        ),
+    })
+}
+
+async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<Router> {
+    let guard = build_guard(args)?;
+    let policy = Policy::from(args.policy);
+    let engine: Arc<dyn Engine> = match args.store {
+        StoreKind::Redb => {
+            let dir = args.data_dir.join("storage");
+            Arc::new(RedbEngine::open(&dir, guard, policy).with_context(|| format!("open store in {}", dir.display()))?)
+        }
+        StoreKind::Postgres => {
+            let url = args.postgres_url.as_deref().expect("checked in run");
+            Arc::new(PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?)
+        }
+    };
+    let flap = FlapConfig {
+        max_term_changes: args.flap_max_terms,
+        window: args.flap_window,
+        max_tracked: args.metrics_max_resources,
+    };
+    let storage_metrics = Arc::new(StorageMetrics::new(metrics, flap));
+    Ok(crate::http::storage::router(StorageService::new(engine, storage_metrics)))
+}

@@ -1,0 +1,3 @@
+//! HTTP clients for the `fencing` services (used by the CLI, tests and benches).
+
+pub mod storage;

@@ -1,0 +1,64 @@
+//! Spawning `fencing serve` as a child process for end-to-end tests.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running `fencing serve`; killed (SIGKILL) on drop.
+pub struct ServeProcess {
+    pub child: Child,
+    pub base: String,
+}
+
+impl ServeProcess {
+    /// Starts `fencing serve --role storage` on a free port with `data_dir`, plus `extra` flags.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> ServeProcess {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_fencing"))
+            .args(["serve", "--role", "storage", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .env("FENCING_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn fencing serve");
+        ServeProcess { child, base: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// Waits until `GET /metrics` answers (panics after 60 s or if the process exits).
+    pub async fn ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let url = format!("{}/metrics", self.base);
+        loop {
+            if let Ok(r) = reqwest::get(&url).await
+                && r.status().is_success()
+            {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("fencing serve exited early: {status}");
+            }
+            assert!(Instant::now() < deadline, "fencing serve did not become ready");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill9(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

@@ -3,8 +3,12 @@
 //! Exit codes: 0 success, 1 failure, 2 bad input (usage errors, invalid
 //! arguments or files, requests the server refused as malformed).
 
+mod bench;
 mod check;
+mod demo;
+mod lock;
 mod plugin;
+pub mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +27,14 @@ enum Command {
     Plugin(plugin::PluginArgs),
     /// Run the shared test vectors through the native and Wasm guards and report agreement.
     Check(check::CheckArgs),
+    /// Run the HTTP server (lock API, `/metrics`).
+    Serve(serve::ServeArgs),
+    /// Acquire, renew, release or inspect a lock on a running server.
+    Lock(lock::LockArgs),
+    /// Load generators.
+    Bench(bench::BenchArgs),
+    /// The GC-pause story end to end: a paused holder's write rejected by the fence, then the same without fencing.
+    Demo(demo::DemoArgs),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -42,6 +54,10 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(args),
         Command::Check(args) => check::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Lock(args) => lock::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(code) => code,

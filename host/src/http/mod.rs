@@ -4,6 +4,8 @@
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
 //! except fence rejections, which use the storage API's documented 409 body.
 
+pub mod locks;
+
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};

@@ -1,0 +1,84 @@
+//! `fencing bench locks`: the lock service under load over loopback HTTP.
+//!
+//! Starts the server in this process on an ephemeral loopback port (embedded
+//! backend in a temporary data dir; with `--etcd-endpoints`, a second server
+//! on etcd), then runs each scenario in turn and prints one Markdown table.
+//! Server and load generator share the machine's cores.
+
+use crate::bench::locks::{self, Report};
+use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService};
+use crate::telemetry::Metrics;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Acquire+release cycles with N clients on distinct locks and on one shared lock.
+    Locks {
+        /// Concurrent clients (one keep-alive connection each).
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds per scenario.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Lease duration requested.
+        #[arg(long, default_value_t = 10_000)]
+        lease_ms: u64,
+        /// Also run against etcd at these endpoints (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        etcd_endpoints: Option<Vec<String>>,
+        /// Server worker threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let BenchCommand::Locks { clients, seconds, lease_ms, etcd_endpoints, threads } = args.command;
+    if clients == 0 || seconds == 0 {
+        return Err(super::usage("--clients and --seconds must be at least 1"));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
+    rt.block_on(async move {
+        let dir = std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>()));
+        let duration = Duration::from_secs(seconds);
+        let embedded = EmbeddedConfig { data_dir: Some(dir.clone()), ..EmbeddedConfig::default() };
+        let svc: Arc<dyn LockService> = Arc::new(EmbeddedLocks::open(embedded, LockMetrics::register(&Metrics::new()))?);
+        let mut backends = vec![("embedded", spawn_server(svc).await?)];
+        if let Some(endpoints) = &etcd_endpoints {
+            let svc = EtcdLocks::connect(endpoints, LockMetrics::register(&Metrics::new()))
+                .await
+                .with_context(|| format!("connect to etcd {}", endpoints.join(",")))?;
+            backends.push(("etcd", spawn_server(Arc::new(svc)).await?));
+        }
+        let mut reports: Vec<Report> = Vec::new();
+        for (name, addr) in &backends {
+            for shared in [false, true] {
+                let r = locks::run(*addr, name, clients, shared, lease_ms, duration).await?;
+                eprintln!("{name} {}: {:.0} acquisitions/s", r.scenario, r.per_second());
+                reports.push(r);
+            }
+        }
+        println!("{}", locks::table(&reports));
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn spawn_server(svc: Arc<dyn LockService>) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("bind loopback")?;
+    let addr = listener.local_addr()?;
+    let app = crate::http::locks::router(svc);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(addr)
+}

@@ -1,0 +1,6 @@
+//! HTTP clients of the `fencing` services.
+//!
+//! - [`locks`]: the lock API client and [`locks::HeldLock`], which keeps a
+//!   lease alive and hands out its fencing token only while it is held.
+
+pub mod locks;

@@ -12,6 +12,9 @@
 //!   temporary file, fsync, rename, fsync the directory), so a crash leaves
 //!   either the old or the new state, never a torn one. A file that does not
 //!   parse stops the service rather than restarting tokens from zero.
+//! - one clock per data directory: an exclusive file lock (`locks-clock.lock`)
+//!   is held while the clock is open, so two services can never interleave
+//!   writes and lower each other's ceiling.
 
 use std::fs;
 use std::io::Write;
@@ -35,6 +38,8 @@ pub struct ClockState {
 pub enum ClockError {
     #[error("generation clock {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is locked: another lock service uses this data directory")]
+    InUse { path: PathBuf },
     #[error("generation clock {path} is corrupt ({detail}); refusing to restart tokens")]
     Corrupt { path: PathBuf, detail: String },
 }
@@ -42,20 +47,23 @@ pub enum ClockError {
 /// The durable clock; `None` directory means memory only (tests, `--data-dir` absent).
 pub struct GenerationClock {
     dir: Option<PathBuf>,
+    /// Held open (and locked) for the clock's lifetime.
+    _lock: Option<fs::File>,
     durable: Mutex<ClockState>,
 }
 
 impl GenerationClock {
     /// Opens (or creates) the clock in `dir`, returning it and the state left by the previous run.
     pub fn open(dir: Option<&Path>) -> Result<(GenerationClock, ClockState), ClockError> {
-        let previous = match dir {
-            None => ClockState::default(),
+        let (previous, lock) = match dir {
+            None => (ClockState::default(), None),
             Some(dir) => {
                 fs::create_dir_all(dir).map_err(|source| ClockError::Io { path: dir.to_path_buf(), source })?;
-                read_state(&dir.join(CLOCK_FILE))?
+                let lock = lock_dir(dir)?;
+                (read_state(&dir.join(CLOCK_FILE))?, Some(lock))
             }
         };
-        let clock = GenerationClock { dir: dir.map(Path::to_path_buf), durable: Mutex::new(previous) };
+        let clock = GenerationClock { dir: dir.map(Path::to_path_buf), _lock: lock, durable: Mutex::new(previous) };
         Ok((clock, previous))
     }
 
@@ -79,6 +87,26 @@ impl GenerationClock {
         }
         *durable = next;
         Ok(next)
+    }
+}
+
+/// Takes the directory's exclusive lock, waiting up to two seconds for a previous owner to let go.
+fn lock_dir(dir: &Path) -> Result<fs::File, ClockError> {
+    let path = dir.join(format!("{CLOCK_FILE}.lock"));
+    let io = |source| ClockError::Io { path: path.clone(), source };
+    let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(ClockError::InUse { path });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
     }
 }
 

@@ -331,8 +331,13 @@ impl Inner {
                 self.clock.advance(token + chunk, 0).map_err(|e| LockError::Unavailable(e.to_string()))?;
             self.ceiling.fetch_max(state.ceiling, Ordering::AcqRel);
         } else if token + chunk / 2 >= ceiling && !self.reserving.swap(true, Ordering::AcqRel) {
-            let inner = Arc::clone(self);
-            std::thread::spawn(move || inner.reserve_ahead(ceiling + chunk));
+            // The thread holds a weak reference so that dropping the service releases the clock.
+            let inner = Arc::downgrade(self);
+            std::thread::spawn(move || {
+                if let Some(inner) = inner.upgrade() {
+                    inner.reserve_ahead(ceiling + chunk)
+                }
+            });
         }
         Ok(token)
     }

@@ -24,7 +24,9 @@ fn main() {
         .args(["build", "--locked", "-p", "fencing-guest", "--release", "--target", "wasm32-wasip2", "--target-dir"])
         .arg(&target_dir);
     // The outer build's wrappers and flags (clippy, coverage, host rustflags) must not leak into the guest build.
-    for var in ["RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"] {
+    for var in
+        ["RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"]
+    {
         cmd.env_remove(var);
     }
     let status = cmd.status().expect("run cargo to build the guest component");

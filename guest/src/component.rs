@@ -82,8 +82,7 @@ impl wit::Guest for Component {
         policy: wit::Policy,
     ) -> Result<wit::Admission, wit::Rejection> {
         let current = current.map(rules::Fence::from);
-        let presented =
-            rules::Sequencer { lock: presented.lock, token: presented.token, sequence: presented.sequence };
+        let presented = rules::Sequencer { lock: presented.lock, token: presented.token, sequence: presented.sequence };
         verdict(rules::admit(current.as_ref(), &presented, policy.into()))
     }
 

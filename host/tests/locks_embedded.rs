@@ -2,7 +2,7 @@
 //! expired lease ids, reentrancy, token modes, and tokens across reopen.
 
 use fencing_host::locks::{
-    Acquired, AcquireRequest, EmbeddedConfig, EmbeddedLocks, Grant, HeldReason, LeaseRef, LockError, LockMetrics,
+    AcquireRequest, Acquired, EmbeddedConfig, EmbeddedLocks, Grant, HeldReason, LeaseRef, LockError, LockMetrics,
     LockService, TokenMode,
 };
 use fencing_host::telemetry::Metrics;

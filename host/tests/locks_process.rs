@@ -52,7 +52,11 @@ mod reqwest {
     pub fn post(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
         call(::reqwest::Method::POST, url, Some(body)).expect("request")
     }
-    fn call(m: ::reqwest::Method, url: &str, body: Option<serde_json::Value>) -> Result<(u16, serde_json::Value), String> {
+    fn call(
+        m: ::reqwest::Method,
+        url: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<(u16, serde_json::Value), String> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let mut req = ::reqwest::Client::new().request(m, url);
@@ -157,7 +161,10 @@ fn http_api_shapes_and_errors() {
     // Bad input: 400 naming the field.
     let (st, e) = acquire(base, "x", "c", 999_999_999, None);
     assert_eq!((st, e["error"]["field"].as_str()), (400, Some("lease_duration_ms")));
-    let (st, e) = reqwest::post(&format!("{base}/v1/locks/acquire"), serde_json::json!({"resource_id": "x", "client_id": 5, "lease_duration_ms": 100}));
+    let (st, e) = reqwest::post(
+        &format!("{base}/v1/locks/acquire"),
+        serde_json::json!({"resource_id": "x", "client_id": 5, "lease_duration_ms": 100}),
+    );
     assert_eq!((st, e["error"]["field"].as_str()), (400, Some("client_id")));
     let (st, e) = reqwest::blocking_get(&format!("{base}/v1/locks/status")).unwrap();
     assert_eq!((st, e["error"]["field"].as_str()), (400, Some("resource_id")));

@@ -53,7 +53,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let dir = std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>()));
         let duration = Duration::from_secs(seconds);
         let embedded = EmbeddedConfig { data_dir: Some(dir.clone()), ..EmbeddedConfig::default() };
-        let svc: Arc<dyn LockService> = Arc::new(EmbeddedLocks::open(embedded, LockMetrics::register(&Metrics::new()))?);
+        let svc: Arc<dyn LockService> =
+            Arc::new(EmbeddedLocks::open(embedded, LockMetrics::register(&Metrics::new()))?);
         let mut backends = vec![("embedded", spawn_server(svc).await?)];
         if let Some(endpoints) = &etcd_endpoints {
             let svc = EtcdLocks::connect(endpoints, LockMetrics::register(&Metrics::new()))

@@ -6,7 +6,7 @@
 
 use super::usage;
 use crate::client::locks::{ClientError, LockClient};
-use crate::locks::{self, Acquired, AcquireRequest, LeaseRef};
+use crate::locks::{self, AcquireRequest, Acquired, LeaseRef};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
@@ -81,5 +81,9 @@ fn check_lease(resource_id: &str, lock_token: &str) -> anyhow::Result<()> {
 }
 
 fn classify(e: ClientError, server: &str) -> anyhow::Error {
-    if e.is_bad_input() { usage(e.to_string()) } else { anyhow::Error::new(e).context(format!("lock service {server}")) }
+    if e.is_bad_input() {
+        usage(e.to_string())
+    } else {
+        anyhow::Error::new(e).context(format!("lock service {server}"))
+    }
 }

@@ -61,11 +61,7 @@ pub enum LockBackend {
 }
 
 /// Builds the lock service the flags ask for, registering its metrics.
-pub async fn lock_service(
-    args: &LockArgs,
-    data_dir: &Path,
-    metrics: &Metrics,
-) -> anyhow::Result<Arc<dyn LockService>> {
+pub async fn lock_service(args: &LockArgs, data_dir: &Path, metrics: &Metrics) -> anyhow::Result<Arc<dyn LockService>> {
     let lock_metrics = LockMetrics::register(metrics);
     Ok(match args.backend {
         LockBackend::Embedded => {

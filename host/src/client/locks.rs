@@ -12,7 +12,7 @@
 //!   longer holds. A pause after the writer read the token is what the
 //!   storage fence is for.
 
-use crate::locks::{Acquired, AcquireRequest, Grant, LeaseRef, Refusal, Released, Renewed, Status};
+use crate::locks::{AcquireRequest, Acquired, Grant, LeaseRef, Refusal, Released, Renewed, Status};
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 //! naming the field; a backend that cannot answer 503.
 
 use super::{ApiError, ApiJson};
-use crate::locks::{Acquired, AcquireRequest, LeaseRef, LockError, LockService};
+use crate::locks::{AcquireRequest, Acquired, LeaseRef, LockError, LockService};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -61,12 +61,9 @@ pub fn api_error(e: LockError) -> ApiError {
             message: msg,
             field: Some("lock_token".into()),
         },
-        LockError::LeaseExpired => ApiError {
-            status: StatusCode::GONE,
-            code: "lease_expired",
-            message: msg,
-            field: Some("lock_token".into()),
-        },
+        LockError::LeaseExpired => {
+            ApiError { status: StatusCode::GONE, code: "lease_expired", message: msg, field: Some("lock_token".into()) }
+        }
         LockError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", msg),
     }
 }

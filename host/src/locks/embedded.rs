@@ -22,7 +22,7 @@
 use super::clock::{ClockError, GenerationClock};
 use super::metrics::LockMetrics;
 use super::{
-    Acquired, AcquireRequest, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
+    AcquireRequest, Acquired, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
     Renewed, Status,
 };
 use prometheus_client::metrics::gauge::Gauge;
@@ -146,7 +146,11 @@ impl EmbeddedLocks {
         let durable = clock.advance(base.saturating_add(chunk), previous.max_lease_ms)?;
         let grace_until = Instant::now() + Duration::from_millis(previous.max_lease_ms);
         if previous.max_lease_ms > 0 {
-            tracing::info!(grace_ms = previous.max_lease_ms, base, "lock service restarted: waiting out earlier leases");
+            tracing::info!(
+                grace_ms = previous.max_lease_ms,
+                base,
+                "lock service restarted: waiting out earlier leases"
+            );
         }
         let inner = Inner {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
@@ -218,7 +222,8 @@ impl EmbeddedLocks {
                     let notify = Arc::new(Notify::new());
                     let entry = shard.map.get_mut(&req.resource_id).expect("entry created above");
                     entry.waiters.push_back((id, notify.clone()));
-                    queued = Some(WaiterGuard { locks: self.clone(), resource_id: req.resource_id.clone(), id, notify });
+                    queued =
+                        Some(WaiterGuard { locks: self.clone(), resource_id: req.resource_id.clone(), id, notify });
                 }
                 let notify = queued.as_ref().map(|w| w.notify.clone());
                 ((now + remaining).min(deadline), notify)
@@ -284,8 +289,14 @@ impl EmbeddedLocks {
         let inner = &self.inner;
         let now = Instant::now();
         let mut shard = inner.shard(&resource_id);
-        let mut status =
-            Status { resource_id: resource_id.clone(), held: false, client_id: None, fencing_token: None, remaining_ms: None, waiters: 0 };
+        let mut status = Status {
+            resource_id: resource_id.clone(),
+            held: false,
+            client_id: None,
+            fencing_token: None,
+            remaining_ms: None,
+            waiters: 0,
+        };
         if let Some(entry) = shard.map.get_mut(&resource_id) {
             entry.settle(now, &inner.metrics);
             status.waiters = entry.waiters.len() as u64;
@@ -327,8 +338,7 @@ impl Inner {
         let ceiling = self.ceiling.load(Ordering::Acquire);
         if token >= ceiling {
             // Outran the reserve: reserve synchronously before handing this token out.
-            let state =
-                self.clock.advance(token + chunk, 0).map_err(|e| LockError::Unavailable(e.to_string()))?;
+            let state = self.clock.advance(token + chunk, 0).map_err(|e| LockError::Unavailable(e.to_string()))?;
             self.ceiling.fetch_max(state.ceiling, Ordering::AcqRel);
         } else if token + chunk / 2 >= ceiling && !self.reserving.swap(true, Ordering::AcqRel) {
             // The thread holds a weak reference so that dropping the service releases the clock.

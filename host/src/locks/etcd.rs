@@ -1,7 +1,7 @@
 //! The etcd backend: the same API with state in an etcd cluster.
 //!
 //! One acquisition = one etcd lease (TTL = the lease rounded up to whole
-//! seconds, at least etcd's own minimum) plus a transaction that creates the
+//! seconds, at least two seconds) plus a transaction that creates the
 //! key `/fencing/locks/<resource_id>` only if it does not exist, attached to
 //! that lease. The key's value records the 128-bit lease id, the client id
 //! and the etcd lease. Renew sends one keep-alive for the etcd lease; release
@@ -19,7 +19,7 @@
 
 use super::metrics::LockMetrics;
 use super::{
-    Acquired, AcquireRequest, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
+    AcquireRequest, Acquired, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
     Renewed, Status,
 };
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
@@ -28,6 +28,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Shortest etcd lease used: a one-second lease can expire between its grant and the
+/// transaction that attaches the key on a loaded machine.
+const MIN_TTL_SECS: u64 = 2;
 const PREFIX: &str = "/fencing/locks/";
 /// Poll interval while waiting for a held lock.
 const POLL: Duration = Duration::from_millis(20);
@@ -72,23 +75,23 @@ impl EtcdLocks {
     async fn acquire_inner(&self, req: AcquireRequest) -> Result<Acquired, LockError> {
         super::validate_acquire(&req)?;
         let mut c = self.client.clone();
-        let ttl = req.lease_duration_ms.div_ceil(1000).max(1) as i64;
-        let grant = c.lease_grant(ttl, None).await.map_err(unavailable)?;
-        let (etcd_lease, ttl) = (grant.id(), grant.ttl());
+        let ttl = req.lease_duration_ms.div_ceil(1000).max(MIN_TTL_SECS) as i64;
         let lease = super::new_lease_id();
-        let lease_ms = ttl as u64 * 1000;
-        let value = serde_json::to_string(&KeyValue {
-            lock_token: super::format_lease_id(lease),
-            client_id: req.client_id.clone(),
-            lease_ms,
-        })
-        .expect("plain struct serializes");
         let k = key(&req.resource_id);
         let deadline = Instant::now() + Duration::from_millis(req.wait_ms.unwrap_or(0));
         loop {
+            // A fresh etcd lease per attempt: one granted before a long wait could expire during it.
+            let grant = c.lease_grant(ttl, None).await.map_err(unavailable)?;
+            let (etcd_lease, lease_ms) = (grant.id(), grant.ttl() as u64 * 1000);
+            let value = serde_json::to_string(&KeyValue {
+                lock_token: super::format_lease_id(lease),
+                client_id: req.client_id.clone(),
+                lease_ms,
+            })
+            .expect("plain struct serializes");
             let txn = Txn::new()
                 .when([Compare::version(k.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(k.clone(), value.clone(), Some(PutOptions::new().with_lease(etcd_lease)))])
+                .and_then([TxnOp::put(k.clone(), value, Some(PutOptions::new().with_lease(etcd_lease)))])
                 .or_else([TxnOp::get(k.clone(), None)]);
             let resp = match c.txn(txn).await {
                 Ok(r) => r,
@@ -98,6 +101,7 @@ impl EtcdLocks {
                 }
             };
             if resp.succeeded() {
+                // The creating transaction's revision is the key's create_revision.
                 let token = resp.header().map(|h| h.revision()).unwrap_or_default() as u64;
                 self.remember(lease, etcd_lease);
                 self.metrics.acquisitions.inc();
@@ -111,19 +115,19 @@ impl EtcdLocks {
                     acquired_at: super::rfc3339_now(),
                 }));
             }
+            let _ = c.lease_revoke(etcd_lease).await;
             let holder_lease = resp.op_responses().into_iter().find_map(|op| match op {
                 TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.lease()),
                 _ => None,
             });
-            let remaining_ms = match holder_lease {
-                Some(id) if id != 0 => match c.lease_time_to_live(id, None).await {
-                    Ok(t) if t.ttl() > 0 => t.ttl() as u64 * 1000,
-                    _ => 0,
-                },
-                _ => 0,
-            };
             if Instant::now() >= deadline {
-                let _ = c.lease_revoke(etcd_lease).await;
+                let remaining_ms = match holder_lease {
+                    Some(id) if id != 0 => match c.lease_time_to_live(id, None).await {
+                        Ok(t) if t.ttl() > 0 => t.ttl() as u64 * 1000,
+                        _ => 0,
+                    },
+                    _ => 0,
+                };
                 self.metrics.contention.inc();
                 return Ok(Acquired::Refused(Refusal {
                     resource_id: req.resource_id,
@@ -132,7 +136,14 @@ impl EtcdLocks {
                     remaining_lease_ms: remaining_ms,
                 }));
             }
-            tokio::time::sleep(POLL.min(deadline - Instant::now())).await;
+            // Poll cheaply until the key is gone or the wait ends, then try again.
+            loop {
+                tokio::time::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
+                let gone = c.get(k.clone(), None).await.map(|g| g.kvs().is_empty()).unwrap_or(false);
+                if gone || Instant::now() >= deadline {
+                    break;
+                }
+            }
         }
     }
 
@@ -171,7 +182,12 @@ impl EtcdLocks {
         match answer {
             Some(r) if r.ttl() > 0 => {
                 self.metrics.renewals.inc();
-                Ok(Renewed { resource_id: lease.resource_id, renewed: true, fencing_token: token, lease_duration_ms: v.lease_ms })
+                Ok(Renewed {
+                    resource_id: lease.resource_id,
+                    renewed: true,
+                    fencing_token: token,
+                    lease_duration_ms: v.lease_ms,
+                })
             }
             _ => Err(LockError::LeaseExpired),
         }

@@ -2,6 +2,7 @@
 //! API's semantics on one member, and tokens that stay monotonic while the
 //! leader of a 3-member cluster is killed mid-run.
 
+use fencing_host::guard::{Fence, Guard, NativeGuard, Policy, Sequencer};
 use fencing_host::locks::{AcquireRequest, Acquired, EtcdLocks, LeaseRef, LockError, LockMetrics, LockService};
 use fencing_host::telemetry::Metrics;
 use std::net::TcpListener;
@@ -123,9 +124,13 @@ async fn tokens_stay_monotonic_when_the_leader_is_killed() {
     let mut granted = 0;
     let mut killed = false;
     let t0 = Instant::now();
-    while granted < 60 {
-        assert!(t0.elapsed() < Duration::from_secs(60), "only {granted} grants");
-        if granted == 20 && !killed {
+    // The storage side: a fence admitting every grant's token, and a holder "paused" before the kill.
+    let guard = NativeGuard;
+    let mut fence: Option<Fence> = None;
+    let mut paused_token = None;
+    while granted < 30 {
+        assert!(t0.elapsed() < Duration::from_secs(180), "only {granted} grants");
+        if granted == 10 && !killed {
             let leader = leader(&members).await;
             let mut m = members.remove(leader);
             eprintln!("killing leader {}", m.name);
@@ -138,6 +143,14 @@ async fn tokens_stay_monotonic_when_the_leader_is_killed() {
                 assert!(g.fencing_token > last, "token {} after {last}", g.fencing_token);
                 last = g.fencing_token;
                 granted += 1;
+                eprintln!("{:?} grant {granted} token {last}", t0.elapsed());
+                let write = Sequencer { lock: "ha".into(), token: g.fencing_token, sequence: None };
+                let admitted =
+                    guard.admit(fence.as_ref(), &write, Policy::default()).unwrap().expect("fresh token admitted");
+                fence = Some(Fence { lock: "ha".into(), high_water: admitted.high_water, sequence: admitted.sequence });
+                if granted == 5 {
+                    paused_token = Some(g.fencing_token);
+                }
                 let lease = LeaseRef { resource_id: "ha".into(), lock_token: g.lock_token };
                 // A release lost to the election leaves the lease to expire; the next acquire waits.
                 let _ = locks.release(lease).await;
@@ -149,6 +162,10 @@ async fn tokens_stay_monotonic_when_the_leader_is_killed() {
         }
     }
     assert!(killed);
+    // The holder paused before the leader change resumes: the storage's fence rejects its token.
+    let stale = Sequencer { lock: "ha".into(), token: paused_token.unwrap(), sequence: None };
+    let rejection = guard.admit(fence.as_ref(), &stale, Policy::default()).unwrap().unwrap_err();
+    assert_eq!(rejection.reason(), "stale_token");
 }
 
 /// Index of the current leader among `members`.

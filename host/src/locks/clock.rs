@@ -159,6 +159,8 @@ mod tests {
         clock.advance(1000, 500).unwrap();
         clock.advance(10, 50).unwrap();
         assert_eq!(clock.durable(), ClockState { ceiling: 1000, max_lease_ms: 500 });
+        assert!(matches!(GenerationClock::open(Some(dir.path())), Err(ClockError::InUse { .. })));
+        drop(clock);
         let (_, prev) = GenerationClock::open(Some(dir.path())).unwrap();
         assert_eq!(prev, ClockState { ceiling: 1000, max_lease_ms: 500 });
     }

@@ -8,6 +8,8 @@
 //! - [`guard`]: the `Guard` trait, the native and Wasm implementations, plugin
 //!   loading, caching, compatibility checks and hot swap.
 //! - [`http`]: JSON errors naming the field, the JSON extractor, body limits, the server loop.
+//! - [`locks`]: the lock service (leases with fencing tokens), embedded and on etcd.
+//! - [`client`]: HTTP clients, including the lease-keeping lock client.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
@@ -17,6 +19,7 @@ pub mod cli;
 pub mod client;
 pub mod guard;
 pub mod http;
+pub mod locks;
 pub mod storage;
 pub mod telemetry;
 pub mod vectors;

@@ -1,7 +1,19 @@
-//! `fencing bench ...`: load generators (see [`crate::bench`]).
+//! `fencing bench writes|locks`: load generators (see [`crate::bench`]).
+//!
+//! `bench writes` is in [`crate::bench::writes`]. `bench locks` starts the server in this process on an ephemeral loopback port (embedded
+//! backend in a temporary data dir; with `--etcd-endpoints`, a second server
+//! on etcd), then runs each scenario in turn and prints one Markdown table.
+//! Server and load generator share the machine's cores.
 
+use crate::bench::locks::{self, Report};
+use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService};
+use crate::telemetry::Metrics;
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -13,10 +25,77 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Durable fenced writes/s and latency for 1, 4, 16 writers, beside SQLite's conditional UPDATE.
     Writes(crate::bench::writes::WritesArgs),
+    /// Acquire+release cycles with N clients on distinct locks and on one shared lock.
+    Locks {
+        /// Concurrent clients (one keep-alive connection each).
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds per scenario.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Lease duration requested.
+        #[arg(long, default_value_t = 10_000)]
+        lease_ms: u64,
+        /// Also run against etcd at these endpoints (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        etcd_endpoints: Option<Vec<String>>,
+        /// Server worker threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Writes(a) => crate::bench::writes::run(a),
+        BenchCommand::Locks { clients, seconds, lease_ms, etcd_endpoints, threads } => {
+            bench_locks(clients, seconds, lease_ms, etcd_endpoints, threads)
+        }
     }
+}
+
+fn bench_locks(
+    clients: usize,
+    seconds: u64,
+    lease_ms: u64,
+    etcd_endpoints: Option<Vec<String>>,
+    threads: usize,
+) -> anyhow::Result<ExitCode> {
+    if clients == 0 || seconds == 0 {
+        return Err(super::usage("--clients and --seconds must be at least 1"));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
+    rt.block_on(async move {
+        let dir = std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>()));
+        let duration = Duration::from_secs(seconds);
+        let embedded = EmbeddedConfig { data_dir: Some(dir.clone()), ..EmbeddedConfig::default() };
+        let svc: Arc<dyn LockService> =
+            Arc::new(EmbeddedLocks::open(embedded, LockMetrics::register(&Metrics::new()))?);
+        let mut backends = vec![("embedded", spawn_server(svc).await?)];
+        if let Some(endpoints) = &etcd_endpoints {
+            let svc = EtcdLocks::connect(endpoints, LockMetrics::register(&Metrics::new()))
+                .await
+                .with_context(|| format!("connect to etcd {}", endpoints.join(",")))?;
+            backends.push(("etcd", spawn_server(Arc::new(svc)).await?));
+        }
+        let mut reports: Vec<Report> = Vec::new();
+        for (name, addr) in &backends {
+            for shared in [false, true] {
+                let r = locks::run(*addr, name, clients, shared, lease_ms, duration).await?;
+                eprintln!("{name} {}: {:.0} acquisitions/s", r.scenario, r.per_second());
+                reports.push(r);
+            }
+        }
+        println!("{}", locks::table(&reports));
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn spawn_server(svc: Arc<dyn LockService>) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("bind loopback")?;
+    let addr = listener.local_addr()?;
+    let app = crate::http::locks::router(svc);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(addr)
 }

@@ -6,8 +6,10 @@
 mod bench;
 mod check;
 mod client;
+mod demo;
+mod lock;
 mod plugin;
-mod serve;
+pub mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,14 +28,18 @@ enum Command {
     Plugin(plugin::PluginArgs),
     /// Run the shared test vectors through the native and Wasm guards and report agreement.
     Check(check::CheckArgs),
-    /// Load generators.
-    Bench(bench::BenchArgs),
     /// Run the HTTP server (storage and lock roles, `GET /metrics`).
     Serve(serve::ServeArgs),
     /// Send a fenced write to the storage API.
     Write(client::WriteArgs),
     /// Read an object and its resource's fence from the storage API.
     Read(client::ReadArgs),
+    /// Acquire, renew, release or inspect a lock on a running server.
+    Lock(lock::LockArgs),
+    /// Load generators: `bench writes`, `bench locks`.
+    Bench(bench::BenchArgs),
+    /// The GC-pause story end to end: a paused holder's write rejected by the fence, then the same without fencing.
+    Demo(demo::DemoArgs),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -53,10 +59,12 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(args),
         Command::Check(args) => check::run(args),
-        Command::Bench(args) => bench::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Write(args) => client::write(args),
         Command::Read(args) => client::read(args),
+        Command::Lock(args) => lock::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,7 @@
 //! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
 
 use crate::guard::{Guard, GuardKind, NativeGuard, Policy, WasmGuard};
+use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
 use crate::storage::{Engine, FlapConfig, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
 use crate::telemetry::Metrics;
 use anyhow::Context;
@@ -13,7 +14,7 @@ use axum::Router;
 use axum::routing::get;
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,6 @@ impl Role {
     pub fn storage(self) -> bool {
         matches!(self, Role::All | Role::Storage)
     }
-    #[allow(dead_code)] // read where the lock role is mounted
     pub fn locks(self) -> bool {
         matches!(self, Role::All | Role::Locks)
     }
@@ -96,6 +96,8 @@ pub struct ServeArgs {
     /// Most resources with per-resource metric series (the most recently written ones).
     #[arg(long, default_value_t = 1000)]
     pub metrics_max_resources: usize,
+    #[command(flatten)]
+    pub locks: LockArgs,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -121,7 +123,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.role.storage() {
         app = app.merge(storage_router(&args, &metrics).await?);
     }
-    // The lock role mounts here: `if args.role.locks() { app = app.merge(..) }`.
+    if args.role.locks() {
+        let locks = lock_service(&args.locks, &args.data_dir.join("locks"), &metrics).await?;
+        app = app.merge(crate::http::locks::router(locks));
+    }
     let m = metrics.clone();
     app = app.route("/metrics", get(move || std::future::ready(m.handler())));
     let listener =
@@ -163,4 +168,53 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<R
     };
     let storage_metrics = Arc::new(StorageMetrics::new(metrics, flap));
     Ok(crate::http::storage::router(StorageService::new(engine, storage_metrics)))
+}
+
+/// Lock service flags of `fencing serve`.
+#[derive(Debug, Clone, Args)]
+pub struct LockArgs {
+    /// Lock backend.
+    #[arg(long = "locks", value_enum, default_value_t = LockBackend::Embedded)]
+    pub backend: LockBackend,
+    /// etcd client URLs for `--locks etcd` (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
+    pub etcd_endpoints: Vec<String>,
+    /// Embedded backend: one token sequence per lock, or one for all locks.
+    #[arg(long, value_enum, default_value_t = TokenMode::PerLock)]
+    pub token_mode: TokenMode,
+    /// Re-acquiring a held lock with the same client_id returns the same lease and token.
+    #[arg(long)]
+    pub reentrant: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LockBackend {
+    Embedded,
+    Etcd,
+}
+
+/// Builds the lock service the flags ask for, registering its metrics.
+pub async fn lock_service(args: &LockArgs, data_dir: &Path, metrics: &Metrics) -> anyhow::Result<Arc<dyn LockService>> {
+    let lock_metrics = LockMetrics::register(metrics);
+    Ok(match args.backend {
+        LockBackend::Embedded => {
+            let cfg = EmbeddedConfig {
+                data_dir: Some(data_dir.to_path_buf()),
+                token_mode: args.token_mode,
+                reentrant: args.reentrant,
+                ..EmbeddedConfig::default()
+            };
+            Arc::new(EmbeddedLocks::open(cfg, lock_metrics).context("open the embedded lock service")?)
+        }
+        LockBackend::Etcd => {
+            if args.reentrant {
+                return Err(super::usage("--reentrant is only supported by --locks embedded"));
+            }
+            Arc::new(
+                EtcdLocks::connect(&args.etcd_endpoints, lock_metrics)
+                    .await
+                    .with_context(|| format!("connect to etcd at {}", args.etcd_endpoints.join(",")))?,
+            )
+        }
+    })
 }

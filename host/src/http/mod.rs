@@ -5,6 +5,7 @@
 //! except fence rejections, which use the storage API's documented 409 body.
 
 pub mod storage;
+pub mod locks;
 
 use axum::Router;
 use axum::extract::rejection::JsonRejection;

@@ -1,0 +1,276 @@
+//! `fencing demo`: the GC-pause story with real processes, narrated.
+//!
+//! The demo starts `fencing serve` (embedded locks and fenced storage) on a
+//! free loopback port with a temporary data directory, then:
+//! 1. client 1 (a child process) acquires the lock, reads its token and is
+//!    paused with SIGSTOP before it writes (its write is "in flight");
+//! 2. the lease expires on the lock service's monotonic clock;
+//! 3. client 2 (another process) acquires the lock (token N+1) and writes;
+//! 4. client 1 is resumed with SIGCONT and sends its write with token N;
+//! 5. the storage rejects it (409 `stale_token`): the data is client 2's.
+//!
+//! Then the same run against a storage that does not check tokens (served by
+//! the demo itself, same API): client 1's stale write lands and silently
+//! replaces client 2's data. Clients are `fencing demo client ...` processes.
+
+use crate::client::locks::LockClient;
+use crate::locks::{AcquireRequest, Acquired};
+use anyhow::{Context, bail};
+use axum::extract::{Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use clap::{Args, Subcommand, ValueEnum};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const RESOURCE: &str = "storage:customer-orders-bucket";
+const FILE: &str = "/uploads/orders.csv";
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Lease duration of both clients.
+    #[arg(long, default_value_t = 1000)]
+    lease_ms: u64,
+    /// Which runs to show.
+    #[arg(long, value_enum, default_value_t = Runs::Both)]
+    only: Runs,
+    #[command(subcommand)]
+    client: Option<DemoClient>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Runs {
+    Both,
+    Fenced,
+    Unfenced,
+}
+
+#[derive(Debug, Subcommand)]
+enum DemoClient {
+    /// One demo client: acquire, optionally pause point, write, print JSON lines.
+    #[command(hide = true)]
+    Client {
+        #[arg(long)]
+        locks: String,
+        #[arg(long)]
+        storage: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        lease_ms: u64,
+        /// Time between reading the token and writing (the window in which the demo pauses it).
+        #[arg(long, default_value_t = 0)]
+        think_ms: u64,
+    },
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Runtime::new().context("start runtime")?;
+    if let Some(DemoClient::Client { locks, storage, name, lease_ms, think_ms }) = args.client {
+        return rt.block_on(client(locks, storage, name, lease_ms, think_ms));
+    }
+    let dir = std::env::temp_dir().join(format!("fencing-demo-{:x}", rand::random::<u64>()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let base = format!("http://127.0.0.1:{port}");
+    println!("== fencing demo: a client paused past its lease (seed scenario: GC pause) ==");
+    println!("starting `fencing serve` on {base} (embedded locks, data in {})", dir.display());
+    let mut server = Command::new(std::env::current_exe()?)
+        .args(["serve", "--role", "all", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("start fencing serve")?;
+    let result = rt.block_on(async {
+        wait_up(&base).await?;
+        let mut ok = true;
+        if args.only != Runs::Unfenced {
+            println!("\n-- run 1: storage checks fencing tokens --");
+            ok &= scenario(&base, &base, "fenced", args.lease_ms).await?;
+        }
+        if args.only != Runs::Fenced {
+            println!("\n-- run 2: the same, storage without fencing --");
+            let naive = naive_storage().await?;
+            ok &= scenario(&base, &naive, "unfenced", args.lease_ms).await?;
+        }
+        Ok::<bool, anyhow::Error>(ok)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(if result? { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn wait_up(base: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{base}/metrics")).await.is_err() {
+        if Instant::now() > deadline {
+            bail!("fencing serve did not start");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Runs the story once; true when the outcome is the expected one for the mode.
+async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyhow::Result<bool> {
+    let resource = format!("{RESOURCE}-{mode}");
+    let exe = std::env::current_exe()?;
+    let spawn = |name: &str, think: u64| -> anyhow::Result<Child> {
+        Command::new(&exe)
+            .args(["demo", "client", "--locks", locks, "--storage", storage, "--name", name])
+            .args(["--lease-ms", &lease_ms.to_string(), "--think-ms", &think.to_string()])
+            .env("FENCING_DEMO_RESOURCE", &resource)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("start demo client")
+    };
+    let mut c1 = spawn("client-1", 400)?;
+    let mut c1_out = BufReader::new(c1.stdout.take().expect("piped"));
+    let acquired = read_event(&mut c1_out)?;
+    let t1 = acquired["fencing_token"].as_u64().context("client 1 token")?;
+    let pid = Pid::from_raw(c1.id() as i32);
+    kill(pid, Signal::SIGSTOP).context("SIGSTOP client 1")?;
+    println!("1. client-1 (pid {pid}) acquired the lock: fencing_token={t1}, lease {lease_ms} ms");
+    println!("2. client-1 paused with SIGSTOP before its write (a stop-the-world pause)");
+    tokio::time::sleep(Duration::from_millis(lease_ms + 300)).await;
+    println!("3. {} ms later its lease has expired on the lock service's monotonic clock", lease_ms + 300);
+    let c2 = spawn("client-2", 0)?;
+    let out = tokio::task::spawn_blocking(move || c2.wait_with_output()).await??;
+    let events: Vec<Value> =
+        out.stdout.lines().map_while(Result::ok).filter_map(|l| serde_json::from_str(&l).ok()).collect();
+    let t2 = events.first().and_then(|e| e["fencing_token"].as_u64()).context("client 2 did not acquire")?;
+    let w2 = events.get(1).cloned().unwrap_or(Value::Null);
+    println!("4. client-2 acquired the lock: fencing_token={t2}; its write: HTTP {} {}", w2["status"], w2["body"]);
+    if w2["status"] == 404 {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = c1.wait();
+        bail!("{storage} has no /v1/storage/write: this build of `fencing serve` lacks the storage engine");
+    }
+    kill(pid, Signal::SIGCONT).context("SIGCONT client 1")?;
+    println!("5. client-1 resumed with SIGCONT; it still believes it holds the lock and writes with token {t1}");
+    let w1 = read_event(&mut c1_out)?;
+    let _ = tokio::task::spawn_blocking(move || c1.wait()).await?;
+    println!("6. client-1's write: HTTP {} {}", w1["status"], w1["body"]);
+    let read: Value = reqwest::Client::new()
+        .get(format!("{storage}/v1/storage/read"))
+        .query(&[("resource_id", resource.as_str()), ("file_path", FILE)])
+        .send()
+        .await?
+        .json()
+        .await
+        .context("read back the file")?;
+    let data = B64.decode(read["bytes"].as_str().unwrap_or_default()).unwrap_or_default();
+    let data = String::from_utf8_lossy(&data).trim().to_string();
+    println!("7. final contents of {FILE}: {data:?}");
+    let c2_won = data.contains("client-2");
+    if mode == "fenced" {
+        let rejected = w1["status"] == 409;
+        if rejected && c2_won {
+            println!("=> the storage rejected token {t1} (it had seen {t2}): client-2's data is intact.");
+        } else {
+            println!("=> unexpected: the fenced storage did not reject the stale write");
+        }
+        Ok(rejected && c2_won)
+    } else {
+        if !c2_won {
+            println!("=> without fencing the stale write landed: client-2's update is silently lost (corruption).");
+        }
+        Ok(!c2_won)
+    }
+}
+
+fn read_event(out: &mut impl BufRead) -> anyhow::Result<Value> {
+    let mut line = String::new();
+    if out.read_line(&mut line)? == 0 {
+        bail!("demo client exited early");
+    }
+    serde_json::from_str(&line).with_context(|| format!("demo client said {line:?}"))
+}
+
+/// The client process: acquire, print the grant, think, write, print the storage answer.
+async fn client(
+    locks: String,
+    storage: String,
+    name: String,
+    lease_ms: u64,
+    think_ms: u64,
+) -> anyhow::Result<ExitCode> {
+    let resource = std::env::var("FENCING_DEMO_RESOURCE").unwrap_or_else(|_| RESOURCE.to_string());
+    let req = AcquireRequest {
+        resource_id: resource.clone(),
+        client_id: name.clone(),
+        lease_duration_ms: lease_ms,
+        wait_ms: Some(10_000),
+    };
+    let grant = match LockClient::new(locks).acquire(&req).await? {
+        Acquired::Granted(g) => g,
+        Acquired::Refused(r) => bail!("lock refused: {r:?}"),
+    };
+    println!("{}", json!({"event": "acquired", "fencing_token": grant.fencing_token}));
+    // The token was read; the write is on its way. A pause here is invisible to this process.
+    tokio::time::sleep(Duration::from_millis(think_ms)).await;
+    let body = json!({
+        "resource_id": resource,
+        "fencing_token": grant.fencing_token,
+        "write_payload": {
+            "file_path": FILE,
+            "mutation_type": "PUT",
+            "bytes": B64.encode(format!("order-total=... written by {name} with token {}\n", grant.fencing_token)),
+        }
+    });
+    let resp = reqwest::Client::new().post(format!("{storage}/v1/storage/write")).json(&body).send().await?;
+    let status = resp.status().as_u16();
+    let answer: Value = resp.json().await.unwrap_or(Value::Null);
+    println!("{}", json!({"event": "write", "status": status, "body": answer}));
+    Ok(ExitCode::SUCCESS)
+}
+
+type Files = Arc<Mutex<HashMap<(String, String), Vec<u8>>>>;
+
+/// A storage with the same write/read API that accepts every write: no fencing.
+async fn naive_storage() -> anyhow::Result<String> {
+    let files: Files = Arc::default();
+    let app = Router::new()
+        .route("/v1/storage/write", post(naive_write))
+        .route("/v1/storage/read", get(naive_read))
+        .with_state(files);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(format!("http://{addr}"))
+}
+
+async fn naive_write(State(files): State<Files>, Json(w): Json<Value>) -> Json<Value> {
+    let key = (
+        w["resource_id"].as_str().unwrap_or("").to_string(),
+        w["write_payload"]["file_path"].as_str().unwrap_or("").to_string(),
+    );
+    let bytes = B64.decode(w["write_payload"]["bytes"].as_str().unwrap_or("")).unwrap_or_default();
+    let mut files = files.lock().expect("naive storage");
+    match w["write_payload"]["mutation_type"].as_str() {
+        Some("APPEND") => files.entry(key).or_default().extend_from_slice(&bytes),
+        Some("DELETE") => {
+            files.remove(&key);
+        }
+        _ => {
+            files.insert(key, bytes);
+        }
+    }
+    Json(json!({"accepted": true, "note": "no fencing: token not checked"}))
+}
+
+async fn naive_read(State(files): State<Files>, Query(q): Query<HashMap<String, String>>) -> Json<Value> {
+    let key = (q.get("resource_id").cloned().unwrap_or_default(), q.get("file_path").cloned().unwrap_or_default());
+    let bytes = files.lock().expect("naive storage").get(&key).cloned().unwrap_or_default();
+    Json(json!({"bytes": B64.encode(bytes)}))
+}

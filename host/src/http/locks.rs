@@ -1,0 +1,69 @@
+//! The lock API: `POST /v1/locks/acquire|renew|release`, `GET /v1/locks/status`.
+//!
+//! Mount with `app.merge(http::locks::router(service))`; the service
+//! registered its metrics in the shared registry when it was built.
+//!
+//! Answers: acquire 200 with the seed-001 grant or 409 `{"lock_acquired":
+//! false, "reason", "remaining_lease_ms"}`; renew/release 200, or 409
+//! `wrong_lease` / 410 `lease_expired` naming `lock_token`; invalid input 400
+//! naming the field; a backend that cannot answer 503.
+
+use super::{ApiError, ApiJson};
+use crate::locks::{AcquireRequest, Acquired, LeaseRef, LockError, LockService};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The lock routes over `service`.
+pub fn router(service: Arc<dyn LockService>) -> Router {
+    Router::new()
+        .route("/v1/locks/acquire", post(acquire))
+        .route("/v1/locks/renew", post(renew))
+        .route("/v1/locks/release", post(release))
+        .route("/v1/locks/status", get(status))
+        .with_state(service)
+}
+
+type Svc = State<Arc<dyn LockService>>;
+
+async fn acquire(State(svc): Svc, ApiJson(req): ApiJson<AcquireRequest>) -> Result<Response, ApiError> {
+    match svc.acquire(req).await.map_err(api_error)? {
+        Acquired::Granted(grant) => Ok(Json(grant).into_response()),
+        Acquired::Refused(refusal) => Ok((StatusCode::CONFLICT, Json(refusal)).into_response()),
+    }
+}
+
+async fn renew(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+    Ok(Json(svc.renew(lease).await.map_err(api_error)?).into_response())
+}
+
+async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+    Ok(Json(svc.release(lease).await.map_err(api_error)?).into_response())
+}
+
+async fn status(State(svc): Svc, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
+    let id = q.get("resource_id").ok_or_else(|| ApiError::field("resource_id", "query parameter is required"))?;
+    Ok(Json(svc.status(id.clone()).await.map_err(api_error)?).into_response())
+}
+
+/// Maps a lock error to its HTTP answer.
+pub fn api_error(e: LockError) -> ApiError {
+    let msg = e.to_string();
+    match e {
+        LockError::Invalid { field, message } => ApiError::field(field, message),
+        LockError::WrongLease => ApiError {
+            status: StatusCode::CONFLICT,
+            code: "wrong_lease",
+            message: msg,
+            field: Some("lock_token".into()),
+        },
+        LockError::LeaseExpired => {
+            ApiError { status: StatusCode::GONE, code: "lease_expired", message: msg, field: Some("lock_token".into()) }
+        }
+        LockError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", msg),
+    }
+}

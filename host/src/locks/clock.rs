@@ -1,0 +1,176 @@
+//! The generation clock: the durable upper bound on every fencing token
+//! issued, and the longest lease ever granted.
+//!
+//! Invariants:
+//! - every token the embedded service hands out is strictly below the
+//!   `ceiling` stored on disk at that moment (the service reserves a range
+//!   durably before using it), so after a crash the service restarts above
+//!   the stored ceiling and never reissues or goes below a token;
+//! - `max_lease_ms` on disk is at least every lease duration granted, so after
+//!   a crash the service can wait out every lease that might still be running;
+//! - both values only grow; the file is replaced atomically (write to a
+//!   temporary file, fsync, rename, fsync the directory), so a crash leaves
+//!   either the old or the new state, never a torn one. A file that does not
+//!   parse stops the service rather than restarting tokens from zero.
+//! - one clock per data directory: an exclusive file lock (`locks-clock.lock`)
+//!   is held while the clock is open, so two services can never interleave
+//!   writes and lower each other's ceiling.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// File name of the clock inside the data directory.
+pub const CLOCK_FILE: &str = "locks-clock";
+
+/// What the clock stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockState {
+    /// No token at or above this value has been issued.
+    pub ceiling: u64,
+    /// No lease longer than this has been granted.
+    pub max_lease_ms: u64,
+}
+
+/// Why the clock could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ClockError {
+    #[error("generation clock {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is locked: another lock service uses this data directory")]
+    InUse { path: PathBuf },
+    #[error("generation clock {path} is corrupt ({detail}); refusing to restart tokens")]
+    Corrupt { path: PathBuf, detail: String },
+}
+
+/// The durable clock; `None` directory means memory only (tests, `--data-dir` absent).
+pub struct GenerationClock {
+    dir: Option<PathBuf>,
+    /// Held open (and locked) for the clock's lifetime.
+    _lock: Option<fs::File>,
+    durable: Mutex<ClockState>,
+}
+
+impl GenerationClock {
+    /// Opens (or creates) the clock in `dir`, returning it and the state left by the previous run.
+    pub fn open(dir: Option<&Path>) -> Result<(GenerationClock, ClockState), ClockError> {
+        let (previous, lock) = match dir {
+            None => (ClockState::default(), None),
+            Some(dir) => {
+                fs::create_dir_all(dir).map_err(|source| ClockError::Io { path: dir.to_path_buf(), source })?;
+                let lock = lock_dir(dir)?;
+                (read_state(&dir.join(CLOCK_FILE))?, Some(lock))
+            }
+        };
+        let clock = GenerationClock { dir: dir.map(Path::to_path_buf), _lock: lock, durable: Mutex::new(previous) };
+        Ok((clock, previous))
+    }
+
+    /// The state known to be on disk.
+    pub fn durable(&self) -> ClockState {
+        *self.durable.lock().expect("clock mutex")
+    }
+
+    /// Makes `ceiling` and `max_lease_ms` durable (each only grows). Returns the durable state.
+    ///
+    /// Concurrent callers serialize; a caller whose values are already durable returns at once.
+    pub fn advance(&self, ceiling: u64, max_lease_ms: u64) -> Result<ClockState, ClockError> {
+        let mut durable = self.durable.lock().expect("clock mutex");
+        let next =
+            ClockState { ceiling: durable.ceiling.max(ceiling), max_lease_ms: durable.max_lease_ms.max(max_lease_ms) };
+        if next == *durable {
+            return Ok(next);
+        }
+        if let Some(dir) = &self.dir {
+            write_state(dir, next)?;
+        }
+        *durable = next;
+        Ok(next)
+    }
+}
+
+/// Takes the directory's exclusive lock, waiting up to two seconds for a previous owner to let go.
+fn lock_dir(dir: &Path) -> Result<fs::File, ClockError> {
+    let path = dir.join(format!("{CLOCK_FILE}.lock"));
+    let io = |source| ClockError::Io { path: path.clone(), source };
+    let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(ClockError::InUse { path });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
+    }
+}
+
+fn read_state(path: &Path) -> Result<ClockState, ClockError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ClockState::default()),
+        Err(source) => return Err(ClockError::Io { path: path.to_path_buf(), source }),
+    };
+    let corrupt = |detail: &str| ClockError::Corrupt { path: path.to_path_buf(), detail: detail.to_string() };
+    let mut ceiling = None;
+    let mut max_lease = None;
+    for line in text.lines() {
+        let (key, value) = line.split_once('=').ok_or_else(|| corrupt("line without '='"))?;
+        let value: u64 = value.trim().parse().map_err(|_| corrupt("value is not a u64"))?;
+        match key.trim() {
+            "ceiling" => ceiling = Some(value),
+            "max_lease_ms" => max_lease = Some(value),
+            _ => return Err(corrupt("unknown key")),
+        }
+    }
+    match (ceiling, max_lease) {
+        (Some(ceiling), Some(max_lease_ms)) => Ok(ClockState { ceiling, max_lease_ms }),
+        _ => Err(corrupt("missing ceiling or max_lease_ms")),
+    }
+}
+
+fn write_state(dir: &Path, state: ClockState) -> Result<(), ClockError> {
+    let path = dir.join(CLOCK_FILE);
+    let tmp = dir.join(format!("{CLOCK_FILE}.tmp"));
+    let io = |source| ClockError::Io { path: path.clone(), source };
+    let mut f = fs::File::create(&tmp).map_err(io)?;
+    write!(f, "ceiling={}\nmax_lease_ms={}\n", state.ceiling, state.max_lease_ms).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    drop(f);
+    fs::rename(&tmp, &path).map_err(io)?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_survives_reopen_and_only_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let (clock, prev) = GenerationClock::open(Some(dir.path())).unwrap();
+        assert_eq!(prev, ClockState::default());
+        clock.advance(1000, 500).unwrap();
+        clock.advance(10, 50).unwrap();
+        assert_eq!(clock.durable(), ClockState { ceiling: 1000, max_lease_ms: 500 });
+        assert!(matches!(GenerationClock::open(Some(dir.path())), Err(ClockError::InUse { .. })));
+        drop(clock);
+        let (_, prev) = GenerationClock::open(Some(dir.path())).unwrap();
+        assert_eq!(prev, ClockState { ceiling: 1000, max_lease_ms: 500 });
+    }
+
+    #[test]
+    fn corrupt_file_is_an_error_not_a_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(CLOCK_FILE), "ceiling=12\n").unwrap();
+        assert!(matches!(GenerationClock::open(Some(dir.path())), Err(ClockError::Corrupt { .. })));
+        fs::write(dir.path().join(CLOCK_FILE), "ceiling=x\nmax_lease_ms=1\n").unwrap();
+        assert!(matches!(GenerationClock::open(Some(dir.path())), Err(ClockError::Corrupt { .. })));
+    }
+}

@@ -1,0 +1,182 @@
+//! The embedded lock service in process: expiry, FIFO waiting, wrong and
+//! expired lease ids, reentrancy, token modes, and tokens across reopen.
+
+use fencing_host::locks::{
+    AcquireRequest, Acquired, EmbeddedConfig, EmbeddedLocks, Grant, HeldReason, LeaseRef, LockError, LockMetrics,
+    LockService, TokenMode,
+};
+use fencing_host::telemetry::Metrics;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn service(cfg: EmbeddedConfig) -> EmbeddedLocks {
+    EmbeddedLocks::open(cfg, LockMetrics::register(&Metrics::new())).unwrap()
+}
+
+fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
+    AcquireRequest { resource_id: lock.into(), client_id: client.into(), lease_duration_ms: lease, wait_ms: wait }
+}
+
+async fn grant(s: &EmbeddedLocks, r: AcquireRequest) -> Grant {
+    match s.acquire(r).await.unwrap() {
+        Acquired::Granted(g) => g,
+        Acquired::Refused(r) => panic!("refused: {r:?}"),
+    }
+}
+
+fn lease(g: &Grant) -> LeaseRef {
+    LeaseRef { resource_id: g.resource_id.clone(), lock_token: g.lock_token.clone() }
+}
+
+#[tokio::test]
+async fn held_lock_is_refused_with_remaining_time_then_expires() {
+    let s = service(EmbeddedConfig::default());
+    let g1 = grant(&s, req("a", "c1", 200, None)).await;
+    assert_eq!(g1.lock_token.len(), 32);
+    match s.acquire(req("a", "c2", 200, None)).await.unwrap() {
+        Acquired::Refused(r) => {
+            assert_eq!(r.reason, HeldReason::Held);
+            assert!(r.remaining_lease_ms > 0 && r.remaining_lease_ms <= 200, "{r:?}");
+        }
+        other => panic!("expected refusal, got {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let g2 = grant(&s, req("a", "c2", 200, None)).await;
+    assert!(g2.fencing_token > g1.fencing_token);
+    assert_ne!(g2.lock_token, g1.lock_token);
+    // The first lease expired: renewing or releasing it says so, and does not touch the new holder.
+    assert_eq!(s.renew(lease(&g1)).await, Err(LockError::LeaseExpired));
+    assert_eq!(s.release(lease(&g1)).await, Err(LockError::LeaseExpired));
+    assert_eq!(s.status("a".into()).await.unwrap().client_id.as_deref(), Some("c2"));
+}
+
+#[tokio::test]
+async fn wrong_lease_ids_are_refused_and_release_frees() {
+    let s = service(EmbeddedConfig::default());
+    let g = grant(&s, req("b", "c1", 10_000, None)).await;
+    let wrong = LeaseRef { resource_id: "b".into(), lock_token: format!("{:032x}", 7u128) };
+    assert_eq!(s.renew(wrong.clone()).await, Err(LockError::WrongLease));
+    assert_eq!(s.release(wrong).await, Err(LockError::WrongLease));
+    let unknown = LeaseRef { resource_id: "nope".into(), lock_token: g.lock_token.clone() };
+    assert_eq!(s.renew(unknown).await, Err(LockError::WrongLease));
+    let junk = LeaseRef { resource_id: "b".into(), lock_token: "not-hex".into() };
+    assert!(matches!(s.renew(junk).await, Err(LockError::Invalid { field: "lock_token", .. })));
+    let renewed = s.renew(lease(&g)).await.unwrap();
+    assert_eq!(renewed.fencing_token, g.fencing_token);
+    s.release(lease(&g)).await.unwrap();
+    assert_eq!(s.release(lease(&g)).await, Err(LockError::WrongLease), "double release");
+    assert!(!s.status("b".into()).await.unwrap().held);
+    let g2 = grant(&s, req("b", "c2", 1000, None)).await;
+    assert_eq!(g2.fencing_token, g.fencing_token + 1);
+}
+
+#[tokio::test]
+async fn renewal_keeps_the_lease_past_its_original_expiry() {
+    let s = service(EmbeddedConfig::default());
+    let g = grant(&s, req("r", "c1", 150, None)).await;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(75)).await;
+        s.renew(lease(&g)).await.unwrap();
+    }
+    assert!(matches!(s.acquire(req("r", "c2", 150, None)).await.unwrap(), Acquired::Refused(_)));
+}
+
+#[tokio::test]
+async fn waiters_are_served_in_arrival_order() {
+    let s = Arc::new(service(EmbeddedConfig::default()));
+    let first = grant(&s, req("f", "holder", 10_000, None)).await;
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let (s, order) = (s.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let g = grant(&s, req("f", &format!("w{i}"), 10_000, Some(5_000))).await;
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            s.release(lease(&g)).await.unwrap();
+            g.fencing_token
+        }));
+        // Arrival order is the spawn order: give each waiter time to queue.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.status("f".into()).await.unwrap().waiters, 5);
+    // A newcomer without wait does not jump the queue even once the lock is free.
+    s.release(lease(&first)).await.unwrap();
+    let mut tokens = Vec::new();
+    for t in tasks {
+        tokens.push(t.await.unwrap());
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test]
+async fn a_waiter_that_gives_up_leaves_the_queue() {
+    let s = Arc::new(service(EmbeddedConfig::default()));
+    let g = grant(&s, req("q", "holder", 300, None)).await;
+    let t0 = Instant::now();
+    assert!(matches!(s.acquire(req("q", "impatient", 1000, Some(50))).await.unwrap(), Acquired::Refused(_)));
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    assert_eq!(s.status("q".into()).await.unwrap().waiters, 0);
+    // A patient waiter gets the lock when the lease expires, without a release.
+    let g2 = grant(&s, req("q", "patient", 1000, Some(2000))).await;
+    assert!(g2.fencing_token > g.fencing_token);
+}
+
+#[tokio::test]
+async fn reentrancy_only_when_configured() {
+    let s = service(EmbeddedConfig::default());
+    grant(&s, req("re", "c1", 1000, None)).await;
+    assert!(matches!(s.acquire(req("re", "c1", 1000, None)).await.unwrap(), Acquired::Refused(_)));
+    let s = service(EmbeddedConfig { reentrant: true, ..EmbeddedConfig::default() });
+    let g1 = grant(&s, req("re", "c1", 1000, None)).await;
+    let g2 = grant(&s, req("re", "c1", 1000, None)).await;
+    assert_eq!((g1.fencing_token, &g1.lock_token), (g2.fencing_token, &g2.lock_token));
+    assert!(matches!(s.acquire(req("re", "c2", 1000, None)).await.unwrap(), Acquired::Refused(_)));
+}
+
+#[tokio::test]
+async fn per_lock_and_global_token_modes() {
+    let s = service(EmbeddedConfig::default());
+    let a = grant(&s, req("x", "c", 1000, None)).await.fencing_token;
+    let b = grant(&s, req("y", "c", 1000, None)).await.fencing_token;
+    assert_eq!((a, b), (1, 1), "per-lock sequences start independently");
+    let s = service(EmbeddedConfig { token_mode: TokenMode::Global, ..EmbeddedConfig::default() });
+    let a = grant(&s, req("x", "c", 1000, None)).await.fencing_token;
+    let b = grant(&s, req("y", "c", 1000, None)).await.fencing_token;
+    assert_eq!((a, b), (1, 2), "one counter across locks");
+}
+
+#[tokio::test]
+async fn reopen_starts_above_the_reserved_ceiling_and_waits_out_old_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = EmbeddedConfig { data_dir: Some(dir.path().into()), reserve_chunk: 8, ..EmbeddedConfig::default() };
+    let s = service(cfg.clone());
+    let mut last = 0;
+    for _ in 0..20 {
+        let g = grant(&s, req("k", "c", 300, None)).await;
+        assert!(g.fencing_token > last);
+        last = g.fencing_token;
+        s.release(lease(&g)).await.unwrap();
+    }
+    drop(s);
+    let s = service(cfg);
+    let t0 = Instant::now();
+    match s.acquire(req("k", "c", 300, None)).await.unwrap() {
+        Acquired::Refused(r) => assert_eq!(r.reason, HeldReason::GracePeriod),
+        other => panic!("granted during the grace period: {other:?}"),
+    }
+    // wait_ms covers the grace period.
+    let g = grant(&s, req("k", "c", 300, Some(1000))).await;
+    assert!(t0.elapsed() >= Duration::from_millis(290), "granted after {:?}", t0.elapsed());
+    assert!(g.fencing_token > last, "{} after {last}", g.fencing_token);
+}
+
+#[tokio::test]
+async fn invalid_requests_name_the_field() {
+    let s = service(EmbeddedConfig::default());
+    let e = s.acquire(req("a", "c", 0, None)).await.unwrap_err();
+    assert!(matches!(e, LockError::Invalid { field: "lease_duration_ms", .. }));
+    let e = s.acquire(req(&"n".repeat(300), "c", 100, None)).await.unwrap_err();
+    assert!(matches!(e, LockError::Invalid { field: "resource_id", .. }));
+}

@@ -1,0 +1,216 @@
+//! A real `fencing serve --role locks` process: tokens stay monotonic across
+//! a kill -9 loop, no lease is granted while a pre-crash lease could still
+//! run, the HTTP API's shapes and errors, and the `fencing lock` exit codes.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path, port: u16) -> Server {
+        let child = Command::new(env!("CARGO_BIN_EXE_fencing"))
+            .args(["serve", "--role", "locks", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(data_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn fencing serve");
+        let server = Server { child, base: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while reqwest::blocking_get(&format!("{}/metrics", server.base)).is_err() {
+            assert!(Instant::now() < deadline, "server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn kill9(mut self) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGKILL)
+            .unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+mod reqwest {
+    //! Tiny blocking helpers over the async client.
+    pub fn blocking_get(url: &str) -> Result<(u16, serde_json::Value), String> {
+        call(::reqwest::Method::GET, url, None)
+    }
+    pub fn post(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        call(::reqwest::Method::POST, url, Some(body)).expect("request")
+    }
+    fn call(
+        m: ::reqwest::Method,
+        url: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<(u16, serde_json::Value), String> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut req = ::reqwest::Client::new().request(m, url);
+            if let Some(b) = body {
+                req = req.json(&b);
+            }
+            let resp = req.send().await.map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let text = resp.text().await.map_err(|e| e.to_string())?;
+            Ok((status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))))
+        })
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn acquire(base: &str, lock: &str, client: &str, lease: u64, wait: Option<u64>) -> (u16, serde_json::Value) {
+    let mut body = serde_json::json!({"resource_id": lock, "client_id": client, "lease_duration_ms": lease});
+    if let Some(w) = wait {
+        body["wait_ms"] = w.into();
+    }
+    reqwest::post(&format!("{base}/v1/locks/acquire"), body)
+}
+
+#[test]
+fn tokens_stay_monotonic_across_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut last = 0u64;
+    let mut all = Vec::new();
+    for round in 0..8 {
+        let server = Server::start(dir.path(), port);
+        for i in 0..(5 + round) {
+            // wait_ms covers the grace period after each crash.
+            let (st, g) = acquire(&server.base, "k", &format!("c{round}-{i}"), 100, Some(5_000));
+            assert_eq!(st, 200, "{g}");
+            let token = g["fencing_token"].as_u64().unwrap();
+            assert!(token > last, "round {round}: token {token} after {last}");
+            last = token;
+            all.push(token);
+            let (st, _) = reqwest::post(
+                &format!("{}/v1/locks/release", server.base),
+                serde_json::json!({"resource_id": "k", "lock_token": g["lock_token"]}),
+            );
+            assert_eq!(st, 200);
+        }
+        // Hold a lease at the moment of the crash in some rounds.
+        if round % 2 == 0 {
+            let (st, g) = acquire(&server.base, "k", "crasher", 100, Some(5_000));
+            assert_eq!(st, 200, "{g}");
+            last = g["fencing_token"].as_u64().unwrap();
+        }
+        server.kill9();
+    }
+    assert!(all.len() > 40);
+}
+
+#[test]
+fn no_grant_while_a_lease_from_before_the_crash_could_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = Server::start(dir.path(), port);
+    let (st, a) = acquire(&server.base, "m", "client-a", 1500, None);
+    assert_eq!(st, 200);
+    let granted_a = Instant::now();
+    server.kill9();
+    let server = Server::start(dir.path(), port);
+    let (st, refused) = acquire(&server.base, "m", "client-b", 1500, None);
+    assert_eq!(st, 409, "{refused}");
+    assert_eq!(refused["reason"], "grace_period");
+    assert!(refused["remaining_lease_ms"].as_u64().unwrap() > 0);
+    // Another lock is also refused: the grace period covers every lock.
+    assert_eq!(acquire(&server.base, "other", "client-c", 100, None).0, 409);
+    let (st, b) = acquire(&server.base, "m", "client-b", 1500, Some(10_000));
+    assert_eq!(st, 200, "{b}");
+    assert!(granted_a.elapsed() >= Duration::from_millis(1500), "granted {:?} after A", granted_a.elapsed());
+    assert!(b["fencing_token"].as_u64() > a["fencing_token"].as_u64());
+}
+
+#[test]
+fn http_api_shapes_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let base = &server.base;
+    let (st, g) = acquire(base, "storage:orders", "c1", 10_000, None);
+    assert_eq!(st, 200);
+    let mut keys: Vec<_> = g.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["acquired_at", "fencing_token", "lease_duration_ms", "lock_acquired", "lock_token", "resource_id"]
+    );
+    assert_eq!(g["lock_acquired"], true);
+    let at = g["acquired_at"].as_str().unwrap();
+    assert!(humantime::parse_rfc3339(at).is_ok() && at.ends_with('Z'), "{at}");
+    let (st, r) = acquire(base, "storage:orders", "c2", 10_000, None);
+    assert_eq!(st, 409);
+    assert_eq!(r["lock_acquired"], false);
+    assert!(r["remaining_lease_ms"].as_u64().unwrap() > 9_000);
+    // Bad input: 400 naming the field.
+    let (st, e) = acquire(base, "x", "c", 999_999_999, None);
+    assert_eq!((st, e["error"]["field"].as_str()), (400, Some("lease_duration_ms")));
+    let (st, e) = reqwest::post(
+        &format!("{base}/v1/locks/acquire"),
+        serde_json::json!({"resource_id": "x", "client_id": 5, "lease_duration_ms": 100}),
+    );
+    assert_eq!((st, e["error"]["field"].as_str()), (400, Some("client_id")));
+    let (st, e) = reqwest::blocking_get(&format!("{base}/v1/locks/status")).unwrap();
+    assert_eq!((st, e["error"]["field"].as_str()), (400, Some("resource_id")));
+    // Renew/release with a wrong lease id.
+    let wrong = serde_json::json!({"resource_id": "storage:orders", "lock_token": "0123456789abcdef0123456789abcdef"});
+    let (st, e) = reqwest::post(&format!("{base}/v1/locks/renew"), wrong.clone());
+    assert_eq!((st, e["error"]["code"].as_str()), (409, Some("wrong_lease")));
+    let (st, _) = reqwest::post(&format!("{base}/v1/locks/release"), wrong);
+    assert_eq!(st, 409);
+    // Status and metrics.
+    let (st, s) = reqwest::blocking_get(&format!("{base}/v1/locks/status?resource_id=storage:orders")).unwrap();
+    assert_eq!(st, 200);
+    assert_eq!((s["held"].as_bool(), s["client_id"].as_str()), (Some(true), Some("c1")));
+    assert_eq!(s["fencing_token"], g["fencing_token"]);
+    let lease = serde_json::json!({"resource_id": "storage:orders", "lock_token": g["lock_token"]});
+    assert_eq!(reqwest::post(&format!("{base}/v1/locks/renew"), lease.clone()).0, 200);
+    assert_eq!(reqwest::post(&format!("{base}/v1/locks/release"), lease).0, 200);
+    let (_, m) = reqwest::blocking_get(&format!("{base}/metrics")).unwrap();
+    let m = m.as_str().unwrap().to_string();
+    assert!(m.contains("fencing_locks_acquisitions_total 1"), "{m}");
+    assert!(m.contains("fencing_locks_contention_total 1"), "{m}");
+    assert!(m.contains("fencing_locks_renewals_total 1"), "{m}");
+    assert!(m.contains("fencing_locks_current_token{lock=\"storage:orders\"} 1"), "{m}");
+}
+
+#[test]
+fn lock_cli_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+            .args(["lock", "--server", &server.base])
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (code, out) = run(&["acquire", "cli-lock", "--client-id", "me", "--lease-ms", "5000"]);
+    assert_eq!(code, Some(0), "{out}");
+    let g: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(run(&["acquire", "cli-lock", "--client-id", "you"]).0, Some(1), "held");
+    assert_eq!(run(&["acquire", "cli-lock", "--client-id", "me", "--lease-ms", "0"]).0, Some(2));
+    assert_eq!(run(&["renew", "cli-lock", "not-a-lease"]).0, Some(2));
+    let (code, out) = run(&["status", "cli-lock"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("\"me\""), "{out}");
+    assert_eq!(run(&["release", "cli-lock", g["lock_token"].as_str().unwrap()]).0, Some(0));
+    assert_eq!(run(&["release", "cli-lock", g["lock_token"].as_str().unwrap()]).0, Some(1));
+}

@@ -4,8 +4,8 @@
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
 //! except fence rejections, which use the storage API's documented 409 body.
 
-pub mod storage;
 pub mod locks;
+pub mod storage;
 
 use axum::Router;
 use axum::extract::rejection::JsonRejection;

@@ -18,7 +18,6 @@ fn without_fencing_the_paused_clients_stale_write_lands() {
 }
 
 #[test]
-#[ignore = "needs the storage engine (POST /v1/storage/write) in `fencing serve`"]
 fn with_fencing_the_storage_rejects_the_paused_client() {
     let (code, out) = demo("both");
     assert_eq!(code, Some(0), "{out}");

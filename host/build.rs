@@ -14,6 +14,12 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    // A prebuilt component (e.g. for toolchains without the wasm32-wasip2 target, such as the fuzz build).
+    println!("cargo:rerun-if-env-changed=FENCING_GUEST_WASM");
+    if let Some(prebuilt) = std::env::var_os("FENCING_GUEST_WASM") {
+        copy(Path::new(&prebuilt), &out_dir.join("fencing_guest.wasm"));
+        return;
+    }
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -24,7 +30,9 @@ fn main() {
         .args(["build", "--locked", "-p", "fencing-guest", "--release", "--target", "wasm32-wasip2", "--target-dir"])
         .arg(&target_dir);
     // The outer build's wrappers and flags (clippy, coverage, host rustflags) must not leak into the guest build.
-    for var in ["RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"] {
+    for var in
+        ["RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"]
+    {
         cmd.env_remove(var);
     }
     let status = cmd.status().expect("run cargo to build the guest component");

@@ -34,7 +34,9 @@ fn check(c: &mut Criterion) {
         });
         g.throughput(Throughput::Elements(writes.len() as u64));
         g.bench_function(BenchmarkId::new(name, "batch-1024"), |b| {
-            b.iter(|| guard.admit_batch(black_box(Some(&fence)), LOCK, black_box(&writes), Policy::NonDecreasing).unwrap())
+            b.iter(|| {
+                guard.admit_batch(black_box(Some(&fence)), LOCK, black_box(&writes), Policy::NonDecreasing).unwrap()
+            })
         });
         g.throughput(Throughput::Elements(tokens.len() as u64));
         g.bench_function(BenchmarkId::new(name, "stream-1024"), |b| {
@@ -70,9 +72,13 @@ fn probe(c: &mut Criterion) {
     let wasm = WasmGuard::embedded(None).expect("load embedded guard");
     let mut g = c.benchmark_group("probe");
     let empty_seq = Sequencer { lock: String::new(), token: 5, sequence: None };
-    g.bench_function("nofence-emptylock", |b| b.iter(|| wasm.admit(None, black_box(&empty_seq), Policy::NonDecreasing).unwrap()));
+    g.bench_function("nofence-emptylock", |b| {
+        b.iter(|| wasm.admit(None, black_box(&empty_seq), Policy::NonDecreasing).unwrap())
+    });
     let seq = Sequencer { lock: LOCK.into(), token: 5, sequence: None };
-    g.bench_function("nofence-lock30", |b| b.iter(|| wasm.admit(None, black_box(&seq), Policy::NonDecreasing).unwrap()));
+    g.bench_function("nofence-lock30", |b| {
+        b.iter(|| wasm.admit(None, black_box(&seq), Policy::NonDecreasing).unwrap())
+    });
     g.bench_function("stream-0", |b| b.iter(|| wasm.admit_stream(5, black_box(&[]), Policy::NonDecreasing).unwrap()));
     g.finish();
 }

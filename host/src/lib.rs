@@ -10,8 +10,10 @@
 //! - [`http`]: JSON errors naming the field, the JSON extractor, body limits, the server loop.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
+//! - [`chaos`]: the safety campaign (fault injection, history, checker).
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
 
+pub mod chaos;
 pub mod cli;
 pub mod guard;
 pub mod http;

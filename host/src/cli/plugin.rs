@@ -36,8 +36,8 @@ fn inspect(file: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let engine = WasmGuard::engine(&WasmLimits::default()).context("create engine")?;
     let plugin = match &file {
         Some(path) => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| super::usage(format!("cannot read plugin {}: {e}", path.display())))?;
+            let bytes =
+                std::fs::read(path).map_err(|e| super::usage(format!("cannot read plugin {}: {e}", path.display())))?;
             Plugin::describe(&engine, &bytes, &path.display().to_string(), None)
                 .map_err(|e| super::usage(e.to_string()))?
         }

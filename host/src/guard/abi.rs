@@ -6,7 +6,9 @@
 //! host side. Field and case names must match `wit/guard.wit` exactly; the
 //! signatures are type-checked against the component when a worker is built.
 
-use super::{Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict};
+use super::{
+    Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict,
+};
 use wasmtime::component::{ComponentType, Lift, Lower};
 
 #[derive(ComponentType, Lower, Clone, Copy)]

@@ -1,6 +1,8 @@
 //! The native guard: the rules from `fencing-guest`, linked into the host.
 
-use super::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome};
+use super::{
+    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome,
+};
 
 /// Calls the rules directly. Never fails.
 #[derive(Debug, Default, Clone, Copy)]

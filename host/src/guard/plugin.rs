@@ -83,7 +83,12 @@ impl Plugin {
 
     /// Compiles (or loads from `cache`) and checks a component. Fails with
     /// [`PluginError::Incompatible`] when it does not implement this host's contract.
-    pub fn from_bytes(engine: &Engine, bytes: &[u8], source: &str, cache: Option<&Path>) -> Result<Plugin, PluginError> {
+    pub fn from_bytes(
+        engine: &Engine,
+        bytes: &[u8],
+        source: &str,
+        cache: Option<&Path>,
+    ) -> Result<Plugin, PluginError> {
         let plugin = Self::describe(engine, bytes, source, cache)?;
         match &plugin.info.problem {
             None => Ok(plugin),

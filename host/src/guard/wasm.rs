@@ -13,7 +13,9 @@
 
 use super::abi::{self, AdmitParams, AdmitResults, BatchParams, BatchResults, StreamParams, StreamResults};
 use super::plugin::{INTERFACE, PACKAGE, Plugin, PluginError, PluginInfo};
-use super::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome};
+use super::{
+    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome,
+};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -162,7 +164,11 @@ impl WasmGuard {
     }
 
     /// Loads `path` and swaps it in.
-    pub fn swap_file(&self, path: &std::path::Path, cache: Option<&std::path::Path>) -> Result<PluginInfo, PluginError> {
+    pub fn swap_file(
+        &self,
+        path: &std::path::Path,
+        cache: Option<&std::path::Path>,
+    ) -> Result<PluginInfo, PluginError> {
         let plugin = Plugin::from_file(&self.engine, path, cache)?;
         let info = plugin.info.clone();
         self.swap(plugin)?;
@@ -266,11 +272,22 @@ fn build_worker_from(engine: &Engine, loaded: &Loaded, limits: &WasmLimits) -> R
     let unavailable = |e: wasmtime::Error| GuardFailure::Unavailable(format!("{e:#}"));
     let instance = loaded.pre.instantiate(&mut store).map_err(unavailable)?;
     // Type-check each signature once; calls then use unchecked views with the call's lifetimes.
-    let admit = instance.get_typed_func::<AdmitParams<'static>, AdmitResults>(&mut store, &loaded.admit).map_err(unavailable)?;
-    let batch = instance.get_typed_func::<BatchParams<'static>, BatchResults>(&mut store, &loaded.batch).map_err(unavailable)?;
-    let stream =
-        instance.get_typed_func::<StreamParams<'static>, StreamResults>(&mut store, &loaded.stream).map_err(unavailable)?;
-    Ok(Worker { generation: loaded.generation, store, admit: *admit.func(), batch: *batch.func(), stream: *stream.func() })
+    let admit = instance
+        .get_typed_func::<AdmitParams<'static>, AdmitResults>(&mut store, &loaded.admit)
+        .map_err(unavailable)?;
+    let batch = instance
+        .get_typed_func::<BatchParams<'static>, BatchResults>(&mut store, &loaded.batch)
+        .map_err(unavailable)?;
+    let stream = instance
+        .get_typed_func::<StreamParams<'static>, StreamResults>(&mut store, &loaded.stream)
+        .map_err(unavailable)?;
+    Ok(Worker {
+        generation: loaded.generation,
+        store,
+        admit: *admit.func(),
+        batch: *batch.func(),
+        stream: *stream.func(),
+    })
 }
 
 impl Guard for WasmGuard {

@@ -27,7 +27,12 @@ pub struct ApiError {
 impl ApiError {
     /// 400 for a field that is missing, of the wrong type or out of range.
     pub fn field(field: impl Into<String>, message: impl Into<String>) -> ApiError {
-        ApiError { status: StatusCode::BAD_REQUEST, code: "invalid_field", message: message.into(), field: Some(field.into()) }
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_field",
+            message: message.into(),
+            field: Some(field.into()),
+        }
     }
 
     /// An error with any status and code.

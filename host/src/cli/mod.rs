@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 failure, 2 bad input (usage errors, invalid
 //! arguments or files, requests the server refused as malformed).
 
+mod chaos;
 mod check;
 mod plugin;
 
@@ -23,6 +24,8 @@ enum Command {
     Plugin(plugin::PluginArgs),
     /// Run the shared test vectors through the native and Wasm guards and report agreement.
     Check(check::CheckArgs),
+    /// Fault-injection campaign against the lock service and storage, checked from its history.
+    Chaos(chaos::ChaosArgs),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -42,6 +45,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(args),
         Command::Check(args) => check::run(args),
+        Command::Chaos(args) => chaos::run(args),
     };
     match result {
         Ok(code) => code,

@@ -136,7 +136,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.clients == 0 || a.resources == 0 || a.seconds == 0 {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
-    let seed = a.seed.unwrap_or_else(|| crate::chaos::history::now_us());
+    let seed = a.seed.unwrap_or_else(crate::chaos::history::now_us);
     // A fresh directory unless one is given; removed after an expected outcome if the history lives elsewhere.
     let (work_dir, remove_after) = match a.dir {
         Some(d) => (d, false),

@@ -25,7 +25,7 @@ enum Command {
     /// Run the shared test vectors through the native and Wasm guards and report agreement.
     Check(check::CheckArgs),
     /// Fault-injection campaign against the lock service and storage, checked from its history.
-    Chaos(chaos::ChaosArgs),
+    Chaos(Box<chaos::ChaosArgs>),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -45,7 +45,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(args),
         Command::Check(args) => check::run(args),
-        Command::Chaos(args) => chaos::run(args),
+        Command::Chaos(args) => chaos::run(*args),
     };
     match result {
         Ok(code) => code,

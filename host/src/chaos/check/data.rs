@@ -203,7 +203,7 @@ pub fn check_final(ops: &[&Op], report: &mut Report) {
     }
 }
 
-fn outcome_value<'a>(w: &'a Op) -> Option<&'a str> {
+fn outcome_value(w: &Op) -> Option<&str> {
     match w.mutation {
         Some(MutationType::Delete) => None,
         _ => w.value.as_deref(),

@@ -56,8 +56,8 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Answer {
             let body = resp.json::<serde_json::Value>().await.unwrap_or(serde_json::Value::Null);
             Answer::Status(status, body)
         }
-        Err(e) if e.is_connect() => Answer::NotSent(format!("connect: {e}")),
-        Err(e) => Answer::Unknown(if e.is_timeout() { "timeout".into() } else { format!("{e}") }),
+        Err(e) if e.is_connect() => Answer::NotSent("not_sent".into()),
+        Err(e) => Answer::Unknown(if e.is_timeout() { "timeout" } else { "connection_lost" }.into()),
     }
 }
 

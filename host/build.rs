@@ -14,6 +14,12 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    // A prebuilt component (e.g. for toolchains without the wasm32-wasip2 target, such as the fuzz build).
+    println!("cargo:rerun-if-env-changed=FENCING_GUEST_WASM");
+    if let Some(prebuilt) = std::env::var_os("FENCING_GUEST_WASM") {
+        copy(Path::new(&prebuilt), &out_dir.join("fencing_guest.wasm"));
+        return;
+    }
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))

@@ -12,9 +12,11 @@
 //! - [`client`]: HTTP clients, including the lease-keeping lock client.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
+//! - [`chaos`]: the safety campaign (fault injection, history, checker).
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
 
 pub mod bench;
+pub mod chaos;
 pub mod cli;
 pub mod client;
 pub mod guard;

@@ -4,6 +4,7 @@
 //! arguments or files, requests the server refused as malformed).
 
 mod bench;
+mod chaos;
 mod check;
 mod client;
 mod demo;
@@ -40,6 +41,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// The GC-pause story end to end: a paused holder's write rejected by the fence, then the same without fencing.
     Demo(demo::DemoArgs),
+    /// Fault-injection campaign against the lock service and storage, checked from its history.
+    Chaos(Box<chaos::ChaosArgs>),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Lock(args) => lock::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Chaos(args) => chaos::run(*args),
     };
     match result {
         Ok(code) => code,

@@ -5,7 +5,7 @@
 //! over the one shared registry. Flags common to every server subcommand:
 //! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
 
-use crate::guard::{Guard, GuardKind, NativeGuard, Policy, WasmGuard};
+use crate::guard::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, WasmGuard};
 use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
 use crate::storage::{Engine, FlapConfig, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
 use crate::telemetry::Metrics;
@@ -96,6 +96,10 @@ pub struct ServeArgs {
     /// Most resources with per-resource metric series (the most recently written ones).
     #[arg(long, default_value_t = 1000)]
     pub metrics_max_resources: usize,
+    /// Disable fencing: the storage admits every write whatever its token.
+    /// Unsafe; it exists to show what fencing prevents (`fencing chaos --no-fencing`).
+    #[arg(long)]
+    pub no_fencing: bool,
     #[command(flatten)]
     pub locks: LockArgs,
 }
@@ -124,7 +128,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         app = app.merge(storage_router(&args, &metrics).await?);
     }
     if args.role.locks() {
-        let locks = lock_service(&args.locks, &args.data_dir.join("locks"), &metrics).await?;
+        let locks = lock_service(&args.locks, &args.data_dir, &metrics).await?;
         app = app.merge(crate::http::locks::router(locks));
     }
     let m = metrics.clone();
@@ -138,6 +142,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// Builds the guard the flags ask for.
 pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
     let cache = args.data_dir.join("plugin-cache");
+    if args.no_fencing {
+        tracing::warn!("--no-fencing: every write is admitted whatever its token; stale writers can corrupt data");
+        return Ok(Arc::new(UnfencedGuard));
+    }
     Ok(match (args.guard, &args.plugin) {
         (GuardKind::Native, _) => Arc::new(NativeGuard),
         (GuardKind::Wasm, None) => Arc::new(WasmGuard::embedded(Some(&cache)).context("load embedded guard")?),

@@ -10,6 +10,7 @@
 
 mod abi;
 mod native;
+mod unfenced;
 pub mod plugin;
 mod wasm;
 
@@ -17,6 +18,7 @@ pub use fencing_guest::rules::{
     Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict,
 };
 pub use native::NativeGuard;
+pub use unfenced::UnfencedGuard;
 pub use plugin::{Plugin, PluginError, PluginInfo};
 pub use wasm::{WasmGuard, WasmLimits};
 

@@ -1,0 +1,183 @@
+//! The campaign driver behind `fencing chaos`: starts the lock service and the
+//! storage server (this binary, `fencing serve --role ...`), puts a fault proxy
+//! in front of each, spawns the client processes, lets the [`nemesis`](super::nemesis)
+//! loose until the deadline, reads every file back, merges all histories into
+//! one file ordered by time, and runs the [`check`](super::check)er on it.
+//!
+//! Everything runs on 127.0.0.1 under one work directory; the same seed gives
+//! the same schedule of faults and client choices (timing still varies).
+
+use super::check::{self, Report};
+use super::client::{self, Answer, LOG_FILE, VALUE_FILE};
+use super::history::{Header, HistoryWriter, OpKind, Outcome, Phase, Record, now_us, read_history};
+use super::nemesis::{self, Targets};
+use super::proxy::Proxy;
+use super::servers::{Server, free_addr};
+use super::wire::ReadResult;
+use anyhow::Context;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A campaign's parameters.
+#[derive(Debug, Clone)]
+pub struct CampaignConfig {
+    pub seconds: u64,
+    pub seed: u64,
+    /// False: the storage runs with `--no-fencing` (accepts any token).
+    pub fencing: bool,
+    pub clients: usize,
+    pub resources: usize,
+    /// Client lease durations are drawn from this range (ms).
+    pub lease_ms: (u64, u64),
+    pub work_dir: PathBuf,
+    /// Where the merged history is written.
+    pub history: PathBuf,
+    /// The `fencing` binary to run servers and clients with.
+    pub exe: PathBuf,
+}
+
+/// Reads every file of every resource straight from the storage (not through
+/// the proxy) and records each read with `phase`.
+pub async fn read_all(
+    storage: &str,
+    resources: &[String],
+    phase: Phase,
+    history: &HistoryWriter,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
+    for resource in resources {
+        for file in [LOG_FILE, VALUE_FILE] {
+            let mut op = client::new_op("campaign", OpKind::Read, resource);
+            op.file_path = Some(file.to_string());
+            op.phase = Some(phase);
+            let url = format!("{storage}/v1/storage/read");
+            let answer =
+                client::send(http.get(url).query(&[("resource_id", resource), ("file_path", &file.to_string())])).await;
+            match answer {
+                // An absent file (or resource) reads as no value.
+                Answer::Status(404, _) => {
+                    op.end_us = now_us();
+                    op.outcome = Outcome::Ok;
+                }
+                answer => {
+                    if let Some(body) = client::settle(&mut op, answer) {
+                        match ReadResult::from_json(&body) {
+                            Some(r) => {
+                                op.value = r.bytes.map(|b| String::from_utf8_lossy(&b).into_owned());
+                                op.high_water = r.high_water;
+                            }
+                            None => {
+                                op.outcome = Outcome::Info;
+                                op.reason = Some("read body not understood".into());
+                            }
+                        }
+                    }
+                }
+            }
+            history.write(&Record::Op(op))?;
+        }
+    }
+    Ok(())
+}
+
+fn spawn_client(
+    cfg: &CampaignConfig,
+    id: &str,
+    locks: &Proxy,
+    storage: &Proxy,
+    until_us: u64,
+) -> anyhow::Result<Child> {
+    let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(cfg.work_dir.join(format!("{id}.log")))?;
+    Command::new(&cfg.exe)
+        .args(["chaos", "client", "--id", id])
+        .args(["--locks", &format!("http://{}", locks.addr), "--storage", &format!("http://{}", storage.addr)])
+        .args(["--resources", &resources.join(",")])
+        .args(["--seed", &(cfg.seed ^ fxhash(id)).to_string(), "--until-us", &until_us.to_string()])
+        .args(["--lease-ms", &format!("{}-{}", cfg.lease_ms.0, cfg.lease_ms.1)])
+        .arg("--history")
+        .arg(cfg.work_dir.join(format!("{id}.jsonl")))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("spawn a client process")
+}
+
+fn fxhash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Runs the campaign and returns the checker's report on its history.
+pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Report> {
+    std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
+    let own = HistoryWriter::create(&cfg.work_dir.join("campaign.jsonl"))?;
+    let started_us = now_us();
+    let policy = "non_decreasing".to_string();
+    own.write(&Record::Header(Header { seed: cfg.seed, fencing: cfg.fencing, policy, started_us }))?;
+
+    let extra = if cfg.fencing { vec![] } else { vec!["--no-fencing".to_string()] };
+    let mut storage = Server::new(&cfg.exe, "storage", free_addr()?, &cfg.work_dir, extra);
+    let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, vec![]);
+    locks.start().await?;
+    storage.start().await?;
+    let storage_url = format!("http://{}", storage.addr);
+    let storage_proxy = Proxy::start(storage.addr, cfg.seed.wrapping_add(1)).await?;
+    let locks_proxy = Proxy::start(locks.addr, cfg.seed.wrapping_add(2)).await?;
+
+    let deadline = Instant::now() + Duration::from_secs(cfg.seconds);
+    let until_us = now_us() + cfg.seconds * 1_000_000;
+    let ids: Vec<String> = (0..cfg.clients).map(|i| format!("c{i}")).collect();
+    let mut children = vec![];
+    for id in &ids {
+        children.push(spawn_client(cfg, id, &locks_proxy, &storage_proxy, until_us)?);
+    }
+    let targets = Targets {
+        storage: &mut storage,
+        locks: &mut locks,
+        clients: ids.iter().cloned().zip(children.iter().map(|c| c.id())).collect(),
+        proxies: vec![("storage", storage_proxy), ("locks", locks_proxy)],
+        max_lease_ms: cfg.lease_ms.1,
+    };
+    let readback = || read_all(&storage_url, &resources, Phase::AfterRestart, &own);
+    let fault_result = nemesis::run(targets, &mut rng, &own, deadline, readback).await;
+
+    // Clients stop at the deadline; one still inside a request gets its timeouts' worth.
+    let grace = Instant::now() + Duration::from_secs(15);
+    for child in &mut children {
+        while Instant::now() < grace && matches!(child.try_wait(), Ok(None)) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    fault_result?;
+    read_all(&storage_url, &resources, Phase::Final, &own).await?;
+    storage.stop();
+    locks.stop();
+    drop(own);
+
+    let mut records = read_history(&cfg.work_dir.join("campaign.jsonl"))?;
+    for id in &ids {
+        records.extend(read_history(&cfg.work_dir.join(format!("{id}.jsonl")))?);
+    }
+    records.sort_by_key(|r| (!matches!(r, Record::Header(_)), r.time_us()));
+    write_merged(&cfg.history, &records)?;
+    Ok(check::check(&records))
+}
+
+fn write_merged(path: &Path, records: &[Record]) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).context("create the history file")?);
+    for r in records {
+        serde_json::to_writer(&mut out, r)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! The safety campaign: a seeded, time-bounded fault-injection run against the
+//! real lock service and storage server, recorded as a history and judged by a
+//! checker that knows nothing of the servers' code.
+//!
+//! # Layout
+//! - [`wire`]: the HTTP bodies the clients send and decode.
+//! - [`history`]: the JSON-lines history format (requests, outcomes, faults, restarts).
+//! - [`check`]: the checker (also `fencing chaos check FILE`).
+//! - [`client`]: one client process: acquire -> writes with sequences -> release, recorded.
+//! - [`proxy`]: the loopback TCP proxy that delays or drops client requests.
+//! - [`servers`]: the lock service and storage server as restartable child processes.
+//! - [`nemesis`]: the fault schedule (SIGSTOP/SIGCONT clients, SIGKILL servers, proxy faults).
+//! - [`campaign`]: spawns servers and clients, runs the nemesis, merges and checks the history.
+
+pub mod campaign;
+pub mod check;
+pub mod client;
+pub mod history;
+pub mod nemesis;
+pub mod proxy;
+pub mod servers;
+pub mod wire;

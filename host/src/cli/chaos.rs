@@ -1,0 +1,177 @@
+//! `fencing chaos`: the safety campaign, and `fencing chaos check FILE`, the
+//! checker on a saved history. The last line printed is always the JSON summary.
+//!
+//! Exit codes: 0 when the outcome is the expected one (no violation; or, with
+//! `--no-fencing`, at least one violation found), 1 otherwise, 2 for bad input
+//! (unreadable or malformed history file, invalid arguments).
+
+use crate::chaos::campaign::{self, CampaignConfig};
+use crate::chaos::check::{self, Report};
+use crate::chaos::client::{self, ClientConfig};
+use crate::chaos::history::read_history;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ChaosArgs {
+    #[command(subcommand)]
+    command: Option<ChaosCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum ChaosCommand {
+    /// Check a saved history file and print its violations and summary.
+    Check {
+        /// The history (JSON lines) to check.
+        file: PathBuf,
+    },
+    /// One campaign client process (started by the campaign).
+    #[command(hide = true)]
+    Client(ClientArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// How long faults are injected, in seconds.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// Seed of every random choice (default: from the clock, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run the storage with fencing disabled (`fencing serve --no-fencing`): violations are expected.
+    #[arg(long)]
+    no_fencing: bool,
+    /// Number of client processes.
+    #[arg(long, default_value_t = 6)]
+    clients: usize,
+    /// Number of resources (each with its own lock) the clients contend for.
+    #[arg(long, default_value_t = 2)]
+    resources: usize,
+    /// Client lease durations, `MIN-MAX` milliseconds.
+    #[arg(long, default_value = "200-800", value_parser = parse_range)]
+    lease_ms: (u64, u64),
+    /// Work directory for server data, logs and per-client histories (default: a fresh temporary one).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Where to write the merged history (default: `history.jsonl` in the work directory).
+    #[arg(long)]
+    history: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ClientArgs {
+    #[arg(long)]
+    id: String,
+    #[arg(long)]
+    locks: String,
+    #[arg(long)]
+    storage: String,
+    #[arg(long, value_delimiter = ',')]
+    resources: Vec<String>,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long)]
+    until_us: u64,
+    #[arg(long, value_parser = parse_range)]
+    lease_ms: (u64, u64),
+    #[arg(long)]
+    history: PathBuf,
+}
+
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s.split_once('-').ok_or("expected MIN-MAX")?;
+    let (a, b): (u64, u64) = (a.parse().map_err(|e| format!("{e}"))?, b.parse().map_err(|e| format!("{e}"))?);
+    if a == 0 || a > b {
+        return Err("expected 0 < MIN <= MAX".into());
+    }
+    Ok((a, b))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")
+}
+
+fn print(report: &Report) {
+    for v in &report.violations {
+        println!("VIOLATION {} on {}: {}", v.kind, v.resource, v.message);
+    }
+    println!("{}", serde_json::to_string(&report.summary).expect("summary serializes"));
+}
+
+pub fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Some(ChaosCommand::Check { file }) => {
+            let records = read_history(&file).map_err(|e| super::usage(format!("{}: {e}", file.display())))?;
+            let report = check::check(&records);
+            print(&report);
+            Ok(if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Some(ChaosCommand::Client(a)) => {
+            if a.resources.is_empty() {
+                return Err(super::usage("--resources must name at least one resource"));
+            }
+            let cfg = ClientConfig {
+                id: a.id,
+                locks_url: a.locks,
+                storage_url: a.storage,
+                resources: a.resources,
+                seed: a.seed,
+                lease_ms: a.lease_ms,
+                until_us: a.until_us,
+                history: a.history,
+            };
+            runtime()?.block_on(client::run(cfg))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => run_campaign(args.run),
+    }
+}
+
+fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
+    if a.clients == 0 || a.resources == 0 || a.seconds == 0 {
+        return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
+    }
+    let seed = a.seed.unwrap_or_else(crate::chaos::history::now_us);
+    // A fresh directory unless one is given; removed after an expected outcome if the history lives elsewhere.
+    let (work_dir, remove_after) = match a.dir {
+        Some(d) => (d, false),
+        None => (std::env::temp_dir().join(format!("fencing-chaos-{seed}-{}", std::process::id())), true),
+    };
+    let history = a.history.unwrap_or_else(|| work_dir.join("history.jsonl"));
+    eprintln!(
+        "chaos: seed {seed}, {}s, {} clients, {} resources, fencing {}, history {}",
+        a.seconds,
+        a.clients,
+        a.resources,
+        if a.no_fencing { "off" } else { "on" },
+        history.display()
+    );
+    let cfg = CampaignConfig {
+        seconds: a.seconds,
+        seed,
+        fencing: !a.no_fencing,
+        clients: a.clients,
+        resources: a.resources,
+        lease_ms: a.lease_ms,
+        work_dir,
+        history,
+        exe: std::env::current_exe().context("locate the fencing binary")?,
+    };
+    let report = runtime()?.block_on(campaign::run(&cfg))?;
+    if remove_after && report.is_valid() == cfg.fencing && !cfg.history.starts_with(&cfg.work_dir) {
+        let _ = std::fs::remove_dir_all(&cfg.work_dir);
+    } else {
+        eprintln!("chaos: work directory kept at {}", cfg.work_dir.display());
+    }
+    print(&report);
+    let expected = if cfg.fencing { report.is_valid() } else { !report.is_valid() };
+    if !cfg.fencing {
+        eprintln!("chaos: fencing disabled, {} violations found (expected at least one)", report.summary.violations);
+    }
+    Ok(if expected { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

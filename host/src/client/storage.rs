@@ -81,7 +81,7 @@ impl StorageClient {
             write_payload: WritePayload {
                 file_path: w.file_path.to_owned(),
                 mutation_type: w.mutation,
-                bytes: BASE64.encode(w.bytes),
+                bytes: Some(BASE64.encode(w.bytes)),
             },
             lock_id: w.lock_id.map(str::to_owned),
             sequence: w.sequence,

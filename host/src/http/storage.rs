@@ -33,13 +33,14 @@ pub struct WriteBody {
     pub sequence: Option<u64>,
 }
 
-/// What to change: `bytes` is base64 (whitespace such as a trailing newline is ignored).
+/// What to change: `bytes` is base64 (whitespace such as a trailing newline is
+/// ignored); required for `PUT` and `APPEND`, optional (and ignored) for `DELETE`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WritePayload {
     pub file_path: String,
     pub mutation_type: Mutation,
-    #[serde(default)]
-    pub bytes: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
 }
 
 /// A fence on the wire.
@@ -101,7 +102,11 @@ async fn write(
     body: Result<ApiJson<WriteBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     let ApiJson(body) = body.map_err(name_missing_field)?;
-    let bytes = decode_bytes(&body.write_payload.bytes)?;
+    let bytes = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
+        (Some(text), _) => decode_bytes(text)?,
+        (None, Mutation::Delete) => Vec::new(),
+        (None, _) => return Err(ApiError::field("write_payload.bytes", "missing field `bytes` (required for PUT and APPEND)")),
+    };
     let req = WriteRequest {
         lock_id: body.lock_id.clone().unwrap_or_else(|| body.resource_id.clone()),
         resource_id: body.resource_id,

@@ -33,7 +33,7 @@ async fn write_and_read_exit_codes() {
     assert_eq!(json(&out)["high_water"], 34);
 
     let out = tokio::task::block_in_place(|| run(&["--token", "33", "--data", "A"], "write"));
-    assert_eq!(out.status.code(), Some(2), "409 exits 2: {out:?}");
+    assert_eq!(out.status.code(), Some(1), "a write refused by the fence (409) exits 1: {out:?}");
     assert_eq!(json(&out)["reason"], "stale_token");
 
     let out = tokio::task::block_in_place(|| run(&["--raw"], "read"));

@@ -1,8 +1,9 @@
 //! `fencing write` and `fencing read`: clients of the storage API.
 //!
 //! Both print the server's JSON answer (`read --raw` prints the object's
-//! bytes instead). Exit codes: 0 on 200, 2 on bad input or any 4xx answer
-//! (including 409 refused by the fence), 1 on 5xx or when the server is unreachable.
+//! bytes instead). Exit codes: 0 on 200; 1 when the fence refused the write
+//! (409), the object does not exist (404), on 5xx or when the server is
+//! unreachable; 2 on bad input (checked before sending, or any other 4xx).
 
 use crate::client::storage::{Answer, StorageClient, Write};
 use crate::storage::Mutation;
@@ -70,6 +71,7 @@ fn finish(answer: &Answer) -> anyhow::Result<ExitCode> {
     println!("{}", serde_json::to_string_pretty(&answer.body)?);
     Ok(match answer.status {
         200..=299 => ExitCode::SUCCESS,
+        404 | 409 => ExitCode::FAILURE,
         400..=499 => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     })

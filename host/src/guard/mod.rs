@@ -10,16 +10,16 @@
 
 mod abi;
 mod native;
-mod unfenced;
 pub mod plugin;
+mod unfenced;
 mod wasm;
 
 pub use fencing_guest::rules::{
     Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict,
 };
 pub use native::NativeGuard;
-pub use unfenced::UnfencedGuard;
 pub use plugin::{Plugin, PluginError, PluginInfo};
+pub use unfenced::UnfencedGuard;
 pub use wasm::{WasmGuard, WasmLimits};
 
 /// The rules' answer for one write.

@@ -5,8 +5,10 @@
 //! never refuses: the stored high-water mark becomes whatever token arrived
 //! last, which is exactly the unsafe behaviour of a storage that ignores tokens.
 
-use super::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome};
 use super::{Admission, FenceState, Verdict};
+use super::{
+    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome,
+};
 
 /// Admits everything. Never use it to protect data.
 #[derive(Debug, Default, Clone, Copy)]
@@ -17,7 +19,12 @@ impl Guard for UnfencedGuard {
         GuardKind::Native
     }
 
-    fn admit(&self, _current: Option<&Fence>, presented: &Sequencer, _policy: Policy) -> Result<Decision, GuardFailure> {
+    fn admit(
+        &self,
+        _current: Option<&Fence>,
+        presented: &Sequencer,
+        _policy: Policy,
+    ) -> Result<Decision, GuardFailure> {
         Ok(Ok(Admission { high_water: presented.token, sequence: presented.sequence, new_term: true }))
     }
 

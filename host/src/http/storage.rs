@@ -105,7 +105,9 @@ async fn write(
     let bytes = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
         (Some(text), _) => decode_bytes(text)?,
         (None, Mutation::Delete) => Vec::new(),
-        (None, _) => return Err(ApiError::field("write_payload.bytes", "missing field `bytes` (required for PUT and APPEND)")),
+        (None, _) => {
+            return Err(ApiError::field("write_payload.bytes", "missing field `bytes` (required for PUT and APPEND)"));
+        }
     };
     let req = WriteRequest {
         lock_id: body.lock_id.clone().unwrap_or_else(|| body.resource_id.clone()),

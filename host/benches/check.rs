@@ -3,10 +3,14 @@
 //! `cargo bench -p fencing-host --bench check`. Group `check`:
 //! `native|wasm` x `single|batch-1024|stream-1024`; group `plugin`: load
 //! (compile, cache) and instantiation from the `InstancePre`; group `probe`:
-//! the cost floor of one call. Inputs use a realistic 30-byte lock name.
+//! where the time of a call goes (the component path beside the default
+//! direct path, and the floor of a core and a component call to a no-op).
+//! Inputs use a realistic 30-byte lock name.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use fencing_host::guard::{BatchWrite, Fence, Guard, NativeGuard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits};
+use fencing_host::guard::{
+    BatchWrite, CallPath, Fence, Guard, NativeGuard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits,
+};
 use std::hint::black_box;
 
 const LOCK: &str = "storage:customer-orders-bucket"; // 30 bytes
@@ -70,11 +74,32 @@ fn plugin(c: &mut Criterion) {
 criterion_group!(benches, check, plugin, probe);
 criterion_main!(benches);
 
-/// Where the time of one call goes: the bare entry (an empty stream), and a
-/// wrong-lock decision, whose two distinct lock names cost two handle lookups.
+/// Where the time of one call goes: the component path beside the direct
+/// path; the bare entry (an empty stream); a wrong-lock decision, whose two
+/// distinct lock names cost two handle lookups; and the floor of any call on
+/// this engine, a no-op taking and returning a `u64`, as a core function and
+/// as a lifted component function.
 fn probe(c: &mut Criterion) {
     let wasm = WasmGuard::embedded(None).expect("load embedded guard");
+    assert_eq!(wasm.call_path(), CallPath::Direct);
+    let limits = WasmLimits::default();
+    let engine = WasmGuard::engine(&limits).unwrap();
+    let plugin = Plugin::embedded(&engine, None).unwrap();
+    let component = WasmGuard::with_path(engine.clone(), plugin, limits, CallPath::Component).unwrap();
+    let (fence, seq, writes, tokens) = inputs();
     let mut g = c.benchmark_group("probe");
+    g.bench_function("component/single", |b| {
+        b.iter(|| component.admit(black_box(Some(&fence)), black_box(&seq), Policy::NonDecreasing).unwrap())
+    });
+    g.throughput(Throughput::Elements(writes.len() as u64));
+    g.bench_function("component/batch-1024", |b| {
+        b.iter(|| component.admit_batch(black_box(Some(&fence)), LOCK, black_box(&writes), Policy::NonDecreasing))
+    });
+    g.throughput(Throughput::Elements(tokens.len() as u64));
+    g.bench_function("component/stream-1024", |b| {
+        b.iter(|| component.admit_stream(black_box(999), black_box(&tokens), Policy::NonDecreasing).unwrap())
+    });
+    g.throughput(Throughput::Elements(1));
     g.bench_function("wasm/empty-stream", |b| {
         b.iter(|| wasm.admit_stream(5, black_box(&[]), Policy::NonDecreasing).unwrap())
     });
@@ -83,5 +108,24 @@ fn probe(c: &mut Criterion) {
     g.bench_function("wasm/wrong-lock", |b| {
         b.iter(|| wasm.admit(black_box(Some(&other)), black_box(&seq), Policy::NonDecreasing).unwrap().unwrap_err())
     });
+
+    let mut store = wasmtime::Store::new(&engine, ());
+    store.set_epoch_deadline(u64::MAX / 2);
+    let module = wasmtime::Module::new(&engine, NOOP_CORE).unwrap();
+    let core = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+    let core = core.get_typed_func::<u64, u64>(&mut store, "noop").unwrap();
+    g.bench_function("floor/core-noop", |b| b.iter(|| core.call(&mut store, black_box(7)).unwrap()));
+    let lifted = wasmtime::component::Component::new(&engine, NOOP_COMPONENT).unwrap();
+    let linker = wasmtime::component::Linker::new(&engine);
+    let instance = linker.instantiate(&mut store, &lifted).unwrap();
+    let lifted = instance.get_typed_func::<(u64,), (u64,)>(&mut store, "noop").unwrap();
+    g.bench_function("floor/component-noop", |b| b.iter(|| lifted.call(&mut store, (black_box(7),)).unwrap()));
     g.finish();
 }
+
+const NOOP_CORE: &str = r#"(module (func (export "noop") (param i64) (result i64) local.get 0))"#;
+
+const NOOP_COMPONENT: &str = r#"(component
+  (core module $m (func (export "noop") (param i64) (result i64) local.get 0))
+  (core instance $i (instantiate $m))
+  (func (export "noop") (param "x" u64) (result u64) (canon lift (core func $i "noop"))))"#;

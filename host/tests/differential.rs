@@ -1,20 +1,36 @@
-//! Differential tests: the component and the native rules give identical
-//! answers on random inputs, and the batch and stream forms give the answers
-//! of repeated single `admit` calls.
+//! Differential tests: the component (on both call paths, direct and through
+//! wasmtime's component runtime) and the native rules give identical answers
+//! on random inputs, and the batch and stream forms give the answers of
+//! repeated single `admit` calls.
 //!
 //! Generation is biased toward where bugs hide: equal tokens, tokens one
 //! apart, equal and nearly-equal lock names, sequences next to each other,
-//! 0, 1, 2^32, 2^53, 2^63 and u64::MAX. One `WasmGuard` serves every case.
+//! 0, 1, 2^32, 2^53, 2^63 and u64::MAX. One `WasmGuard` per path serves every case.
 
 use fencing_host::guard::{
-    BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, NativeGuard, Policy, Rejection, Sequencer,
-    StreamOutcome, Verdict, WasmGuard,
+    BatchOutcome, BatchWrite, CallPath, Decision, Fence, FenceState, Guard, NativeGuard, Plugin, Policy, Rejection,
+    Sequencer, StreamOutcome, Verdict, WasmGuard, WasmLimits,
 };
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use std::sync::LazyLock;
 
-static WASM: LazyLock<WasmGuard> = LazyLock::new(|| WasmGuard::embedded(None).expect("embedded guard"));
+/// The embedded component on the direct path (the default).
+static WASM: LazyLock<WasmGuard> = LazyLock::new(|| {
+    let g = WasmGuard::embedded(None).expect("embedded guard");
+    assert_eq!(g.call_path(), CallPath::Direct, "the embedded component takes the direct path");
+    g
+});
+
+/// The same component through wasmtime's component runtime.
+static COMPONENT: LazyLock<WasmGuard> = LazyLock::new(|| {
+    let limits = WasmLimits::default();
+    let engine = WasmGuard::engine(&limits).expect("engine");
+    let plugin = Plugin::embedded(&engine, None).expect("embedded plugin");
+    let g = WasmGuard::with_path(engine, plugin, limits, CallPath::Component).expect("component-path guard");
+    assert_eq!(g.call_path(), CallPath::Component);
+    g
+});
 
 /// Values where comparisons and encodings change behaviour.
 const BOUNDARIES: &[u64] =
@@ -157,7 +173,9 @@ proptest! {
         let (fence, presented, policy) = triple_from(&entropy);
         let native = NativeGuard.admit(fence.as_ref(), &presented, policy).expect("native never fails");
         let wasm = WASM.admit(fence.as_ref(), &presented, policy).expect("wasm call");
-        prop_assert_eq!(native, wasm);
+        let component = COMPONENT.admit(fence.as_ref(), &presented, policy).expect("component call");
+        prop_assert_eq!(&native, &wasm);
+        prop_assert_eq!(&native, &component);
     }
 }
 
@@ -174,7 +192,9 @@ proptest! {
     ) {
         let native = NativeGuard.admit_batch(fence.as_ref(), &lock, &writes, policy).expect("native never fails");
         let wasm = WASM.admit_batch(fence.as_ref(), &lock, &writes, policy).expect("wasm call");
+        let component = COMPONENT.admit_batch(fence.as_ref(), &lock, &writes, policy).expect("component call");
         prop_assert_eq!(&native, &wasm);
+        prop_assert_eq!(&native, &component);
         prop_assert_eq!(&native, &batch_by_admits(fence.as_ref(), &lock, &writes, policy));
     }
 
@@ -186,7 +206,9 @@ proptest! {
     ) {
         let native = NativeGuard.admit_stream(high_water, &tokens, policy).expect("native never fails");
         let wasm = WASM.admit_stream(high_water, &tokens, policy).expect("wasm call");
+        let component = COMPONENT.admit_stream(high_water, &tokens, policy).expect("component call");
         prop_assert_eq!(&native, &wasm);
+        prop_assert_eq!(&native, &component);
         prop_assert_eq!(&native, &stream_by_admits(high_water, &tokens, policy));
     }
 }

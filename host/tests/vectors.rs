@@ -2,7 +2,7 @@
 //! through the embedded component; the vectors' coverage of the rules; the
 //! loader's errors; and the exit codes of `fencing check`.
 
-use fencing_host::guard::{Guard, NativeGuard, WasmGuard};
+use fencing_host::guard::{CallPath, Guard, NativeGuard, Plugin, WasmGuard, WasmLimits};
 use fencing_host::vectors::{self, Case, StreamVerdictSpec, VectorError, VerdictSpec};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -36,10 +36,19 @@ fn every_vector_passes_natively() {
 }
 
 #[test]
-fn every_vector_passes_through_the_component() {
+fn every_vector_passes_through_the_component_on_both_paths() {
     let guard = WasmGuard::embedded(None).expect("embedded guard");
+    assert_eq!(guard.call_path(), CallPath::Direct);
     let failed = failures(&guard);
-    assert!(failed.is_empty(), "wasm failures:\n{}", failed.join("\n"));
+    assert!(failed.is_empty(), "wasm (direct path) failures:\n{}", failed.join("\n"));
+
+    let limits = WasmLimits::default();
+    let engine = WasmGuard::engine(&limits).expect("engine");
+    let plugin = Plugin::embedded(&engine, None).expect("embedded plugin");
+    let guard = WasmGuard::with_path(engine, plugin, limits, CallPath::Component).expect("component-path guard");
+    assert_eq!(guard.call_path(), CallPath::Component);
+    let failed = failures(&guard);
+    assert!(failed.is_empty(), "wasm (component path) failures:\n{}", failed.join("\n"));
 }
 
 const MAX: u64 = u64::MAX;

@@ -6,7 +6,8 @@
 //! no state (the fence lives in the caller, not the plugin).
 
 use fencing_host::guard::{
-    Admission, Fence, Guard, GuardFailure, NativeGuard, Policy, Rejection, Sequencer, WasmGuard, WasmLimits, plugin,
+    Admission, CallPath, Fence, Guard, GuardFailure, NativeGuard, Plugin, Policy, Rejection, Sequencer, WasmGuard,
+    WasmLimits, plugin,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,8 +45,17 @@ fn limits() -> WasmLimits {
     WasmLimits { memory_bytes: 8 << 20, deadline: Duration::from_millis(50), ..WasmLimits::default() }
 }
 
+/// The misbehaving plugin, called on `path`.
+fn guard_on(path: CallPath) -> WasmGuard {
+    let engine = WasmGuard::engine(&limits()).expect("engine");
+    let plugin = Plugin::from_file(&engine, misbehaving(), None).expect("load misbehaving plugin");
+    let g = WasmGuard::with_path(engine, plugin, limits(), path).expect("guard");
+    assert_eq!(g.call_path(), path, "the misbehaving plugin has the direct-call shape");
+    g
+}
+
 fn guard() -> WasmGuard {
-    WasmGuard::from_file_with(misbehaving(), None, limits()).expect("load misbehaving plugin")
+    guard_on(CallPath::Direct)
 }
 
 fn seq(lock: &str, token: u64) -> Sequencer {
@@ -69,20 +79,27 @@ fn assert_healthy(g: &WasmGuard) {
     );
 }
 
-/// Runs one misbehaving call and checks the failure, the discard and recovery.
+/// Runs one misbehaving call on each call path and checks the failure, the
+/// discard and recovery.
 fn fails_then_recovers(lock: &str, expect: impl Fn(&GuardFailure) -> bool) {
-    let g = guard();
+    for path in [CallPath::Direct, CallPath::Component] {
+        fails_then_recovers_on(path, lock, &expect);
+    }
+}
+
+fn fails_then_recovers_on(path: CallPath, lock: &str, expect: &impl Fn(&GuardFailure) -> bool) {
+    let g = guard_on(path);
     assert_healthy(&g);
     let before = g.instances_created();
     let failure = g.admit(Some(&fence(lock, 1)), &seq(lock, 2), Policy::NonDecreasing).unwrap_err();
-    assert!(expect(&failure), "`{lock}` failed with {failure:?}");
+    assert!(expect(&failure), "`{lock}` on {path:?} failed with {failure:?}");
     assert_eq!(g.failures(), 1);
     // The pool held one worker, which failed: the next call must build a new instance.
     assert_healthy(&g);
     assert_eq!(g.instances_created(), before + 1, "the failed instance was reused");
     // Batch calls misbehave the same way and fail closed too.
     let failure = g.admit_batch(None, lock, &[], Policy::NonDecreasing).unwrap_err();
-    assert!(expect(&failure), "batch under `{lock}` failed with {failure:?}");
+    assert!(expect(&failure), "batch under `{lock}` on {path:?} failed with {failure:?}");
     assert_eq!(g.failures(), 2);
     assert_healthy(&g);
     assert_eq!(g.instances_created(), before + 2);
@@ -155,7 +172,10 @@ fn hot_swap_under_load_loses_no_call_and_no_state() {
     let dir = tempfile::tempdir().unwrap();
     let embedded = dir.path().join("embedded.wasm");
     std::fs::write(&embedded, plugin::EMBEDDED).unwrap();
-    let g = Arc::new(WasmGuard::from_file(&embedded, None).unwrap());
+    // A generous deadline: this test is about swaps, and a loaded machine may
+    // preempt a caller mid-call while a swap compiles.
+    let limits = WasmLimits { deadline: Duration::from_secs(5), ..WasmLimits::default() };
+    let g = Arc::new(WasmGuard::from_file_with(&embedded, None, limits).unwrap());
     let first = g.info().sha256;
     // The state: one fence held by the test, advanced only through admissions.
     let stored = Arc::new(Mutex::new(fence("orders", 1)));

@@ -156,6 +156,7 @@ fn inspect_embedded_is_compatible() {
     assert!(out.contains("fencing:guard/check@0.1.0"), "{out}");
     assert!(out.contains("imports:    (none)"), "{out}");
     assert!(out.contains("compatible: yes"), "{out}");
+    assert!(out.contains("call path:  direct"), "{out}");
 }
 
 #[test]

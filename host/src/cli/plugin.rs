@@ -60,6 +60,7 @@ fn inspect(file: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
             None => println!("compatible: yes"),
             Some(p) => println!("compatible: no: {p}"),
         }
+        println!("call path:  {}", info.call_path);
     }
     Ok(if info.compatible { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }

@@ -9,6 +9,8 @@
 //! (fail closed), and the instance that failed is discarded.
 
 mod abi;
+mod component;
+mod direct;
 mod native;
 pub mod plugin;
 mod unfenced;
@@ -20,7 +22,7 @@ pub use fencing_guest::rules::{
 pub use native::NativeGuard;
 pub use plugin::{Plugin, PluginError, PluginInfo};
 pub use unfenced::UnfencedGuard;
-pub use wasm::{WasmGuard, WasmLimits};
+pub use wasm::{CallPath, WasmGuard, WasmLimits};
 
 /// The rules' answer for one write.
 pub type Decision = Result<Admission, Rejection>;

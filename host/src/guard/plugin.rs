@@ -1,18 +1,23 @@
 //! Loading a `fencing:guard` component: compile or load from the on-disk
 //! cache, check that it implements a compatible version of the contract, and
-//! describe it for `fencing plugin inspect`.
+//! describe it for `fencing plugin inspect`. A compatible component whose
+//! core module has the direct-call shape (`direct.rs`) also gets that module
+//! compiled, so calls can take the direct path.
 //!
 //! Cache invariant: a cached artifact is used only when its key matches the
 //! SHA-256 of the component bytes *and* the engine's precompile compatibility
 //! hash (wasmtime version and every setting that affects code generation),
-//! and when its own SHA-256 matches the digest written beside it. Artifacts
+//! and when its own SHA-256 matches the digest written beside it. One
+//! artifact holds the compiled component and, when there is one, the
+//! compiled core module of the direct path. Artifacts
 //! are written to a temporary file and renamed into place, so a crash never
 //! leaves a half-written artifact under a valid name.
 
+use super::direct::{self, DirectPre};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use wasmtime::Engine;
+use wasmtime::{Engine, Module};
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
@@ -60,12 +65,18 @@ pub struct PluginInfo {
     pub problem: Option<String>,
     /// Whether the compiled artifact came from the on-disk cache.
     pub from_cache: bool,
+    /// How calls reach the rules: `direct` (the core module, ABI handled by
+    /// the host) or `component` (wasmtime's component runtime), with the
+    /// reason when the direct path is not possible.
+    pub call_path: String,
 }
 
 /// A compiled, compatibility-checked component.
 #[derive(Clone)]
 pub struct Plugin {
     pub component: Component,
+    /// The core module for the direct path, when the component has its shape.
+    pub direct: Option<DirectPre>,
     pub info: PluginInfo,
 }
 
@@ -99,10 +110,11 @@ impl Plugin {
     /// Compiles and describes a component without rejecting incompatible ones.
     pub fn describe(engine: &Engine, bytes: &[u8], source: &str, cache: Option<&Path>) -> Result<Plugin, PluginError> {
         let sha = Sha256::digest(bytes);
-        let (component, from_cache) = match cache {
+        let (compiled, from_cache) = match cache {
             Some(dir) => compile_cached(engine, bytes, &sha, dir)?,
             None => (compile(engine, bytes)?, false),
         };
+        let Compiled { component, core } = compiled;
         let mut info = PluginInfo {
             source: source.to_owned(),
             size: bytes.len() as u64,
@@ -113,6 +125,7 @@ impl Plugin {
             compatible: false,
             problem: None,
             from_cache,
+            call_path: String::new(),
         };
         let ty = component.component_type();
         for (name, item) in ty.imports(engine) {
@@ -137,7 +150,16 @@ impl Plugin {
         }
         info.problem = compatibility_problem(&info);
         info.compatible = info.problem.is_none();
-        Ok(Plugin { component, info })
+        let direct = match (&info.package, core) {
+            (Some(iface), Some(module)) if info.compatible => DirectPre::new(engine, &module, iface),
+            (_, None) => Err("no single core module implements the interface".into()),
+            _ => Err("incompatible".into()),
+        };
+        info.call_path = match &direct {
+            Ok(_) => "direct".into(),
+            Err(why) => format!("component ({why})"),
+        };
+        Ok(Plugin { component, direct: direct.ok(), info })
     }
 }
 
@@ -181,8 +203,60 @@ fn version_string() -> String {
     format!("{a}.{b}.{c}")
 }
 
-fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, PluginError> {
-    Component::new(engine, bytes).map_err(|e| PluginError::Invalid(format!("{e:#}")))
+/// What one load compiles: the component, and the core module that
+/// implements the interface when exactly one does.
+struct Compiled {
+    component: Component,
+    core: Option<Module>,
+}
+
+fn compile(engine: &Engine, bytes: &[u8]) -> Result<Compiled, PluginError> {
+    let invalid = |e: wasmtime::Error| PluginError::Invalid(format!("{e:#}"));
+    let component = Component::new(engine, bytes).map_err(invalid)?;
+    let iface = component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name)
+        .find(|name| name.starts_with(&format!("{PACKAGE}/{INTERFACE}@")))
+        .map(str::to_owned);
+    let range = iface.and_then(|iface| direct::find(bytes, &iface));
+    let core = match range {
+        Some(range) => Some(Module::new(engine, &bytes[range]).map_err(invalid)?),
+        None => None,
+    };
+    Ok(Compiled { component, core })
+}
+
+impl Compiled {
+    /// One artifact: the component's length (8 bytes LE), the component, then the core module.
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        let component = self.component.serialize()?;
+        let core = match &self.core {
+            Some(m) => m.serialize()?,
+            None => Vec::new(),
+        };
+        let mut out = Vec::with_capacity(8 + component.len() + core.len());
+        out.extend_from_slice(&(component.len() as u64).to_le_bytes());
+        out.extend_from_slice(&component);
+        out.extend_from_slice(&core);
+        Ok(out)
+    }
+
+    /// # Safety
+    /// `art` must be the exact output of [`Compiled::serialize`] by an engine
+    /// with `engine`'s compatibility hash.
+    unsafe fn deserialize(engine: &Engine, art: &[u8]) -> Option<Compiled> {
+        let (len, rest) = art.split_first_chunk::<8>()?;
+        let (component, core) = rest.split_at_checked(usize::try_from(u64::from_le_bytes(*len)).ok()?)?;
+        // SAFETY: forwarded from the caller's contract.
+        let component = unsafe { Component::deserialize(engine, component) }.ok()?;
+        let core = match core.is_empty() {
+            true => None,
+            // SAFETY: as above.
+            false => Some(unsafe { Module::deserialize(engine, core) }.ok()?),
+        };
+        Some(Compiled { component, core })
+    }
 }
 
 /// The cache key: component digest plus the engine's compatibility hash.
@@ -192,27 +266,27 @@ fn cache_key(engine: &Engine, sha: &[u8]) -> String {
     format!("{}-{:016x}", hex::encode(sha), h.finish())
 }
 
-fn compile_cached(engine: &Engine, bytes: &[u8], sha: &[u8], dir: &Path) -> Result<(Component, bool), PluginError> {
+fn compile_cached(engine: &Engine, bytes: &[u8], sha: &[u8], dir: &Path) -> Result<(Compiled, bool), PluginError> {
     let key = cache_key(engine, sha);
     let artifact = dir.join(format!("{key}.cwasm"));
     let digest = dir.join(format!("{key}.sha256"));
     if let (Ok(art), Ok(want)) = (std::fs::read(&artifact), std::fs::read_to_string(&digest))
         && hex::encode(Sha256::digest(&art)) == want.trim()
     {
-        // SAFETY: the artifact was produced by `Component::serialize` for an
+        // SAFETY: the artifact was produced by `Compiled::serialize` for an
         // engine with the same compatibility hash (it is part of the key),
         // and its digest proves it is the exact bytes that were written.
-        if let Ok(component) = unsafe { Component::deserialize(engine, &art) } {
-            return Ok((component, true));
+        if let Some(compiled) = unsafe { Compiled::deserialize(engine, &art) } {
+            return Ok((compiled, true));
         }
     }
-    let component = compile(engine, bytes)?;
+    let compiled = compile(engine, bytes)?;
     // The cache is an optimisation: failing to write it never fails the load.
-    if let Ok(art) = component.serialize() {
+    if let Ok(art) = compiled.serialize() {
         let _ = write_atomically(dir, &artifact, &art)
             .and_then(|()| write_atomically(dir, &digest, hex::encode(Sha256::digest(&art)).as_bytes()));
     }
-    Ok((component, false))
+    Ok((compiled, false))
 }
 
 fn write_atomically(dir: &Path, to: &Path, bytes: &[u8]) -> std::io::Result<()> {

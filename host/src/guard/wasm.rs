@@ -10,11 +10,15 @@
 //! returns a [`GuardFailure`] and its worker is dropped, never reused: the
 //! next call instantiates a fresh one. The guard holds no state of its own,
 //! so a new plugin can be swapped in at any time ([`WasmGuard::swap`]).
+//!
+//! A worker calls the rules by one of two paths ([`CallPath`]): directly into
+//! the component's core module (`direct.rs`, the default when the component
+//! has that shape) or through wasmtime's component runtime (`component.rs`).
+//! Both return verdict codes for batches and streams; the evidence is rebuilt
+//! here from the inputs, once, for either path.
 
-use super::abi::{
-    self, AdmitParams, AdmitResults, BatchParams, BatchResults, FenceArg, LockParams, LockResults, SequencerArg,
-    StreamParams, StreamResults,
-};
+use super::component::{ComponentCalls, Exports};
+use super::direct::{DirectCalls, DirectPre};
 use super::plugin::{INTERFACE, PACKAGE, Plugin, PluginError, PluginInfo};
 use super::{
     BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, GuardKind, Policy, Sequencer,
@@ -24,8 +28,22 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use wasmtime::component::{ComponentExportIndex, Func, InstancePre, Linker, ResourceAny, TypedFunc};
+use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
+
+/// Lock names interned in one worker, to the worker's handle or rep for each.
+/// Names come from clients, so the hasher is randomly seeded.
+pub(super) type LockMap<H> = HashMap<Box<str>, H, foldhash::fast::RandomState>;
+
+/// How a worker reaches the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPath {
+    /// The component's core module, called with the canonical ABI handled by the host.
+    Direct,
+    /// wasmtime's component-model runtime.
+    Component,
+}
 
 /// Bounds on every call into the component.
 #[derive(Debug, Clone, Copy)]
@@ -45,10 +63,13 @@ impl Default for WasmLimits {
     }
 }
 
-/// Per-store state: the memory limiter and whether it refused growth.
-struct StoreState {
+/// Per-store state: the memory limiter, whether it refused growth, and the
+/// `lock-name` handle table of the direct path (handle `i + 1` has rep
+/// `handles[i]`; `None` once dropped).
+pub(super) struct StoreState {
     memory_bytes: usize,
     refused_growth: bool,
+    pub(super) handles: Vec<Option<u32>>,
 }
 
 impl ResourceLimiter for StoreState {
@@ -67,10 +88,9 @@ impl ResourceLimiter for StoreState {
 struct Loaded {
     generation: u64,
     pre: InstancePre<StoreState>,
-    lock_name: ComponentExportIndex,
-    admit: ComponentExportIndex,
-    batch: ComponentExportIndex,
-    stream: ComponentExportIndex,
+    exports: Exports,
+    /// Set when workers take the direct path.
+    direct: Option<DirectPre>,
     info: PluginInfo,
 }
 
@@ -82,18 +102,20 @@ const MAX_LOCKS_PER_WORKER: usize = 4096;
 struct Worker {
     generation: u64,
     store: Store<StoreState>,
-    /// `lock-name` handles owned by this worker's store, by name.
-    locks: HashMap<Box<str>, ResourceAny>,
-    lock_name: Func,
-    admit: Func,
-    batch: Func,
-    stream: Func,
+    calls: Calls,
+}
+
+enum Calls {
+    Direct(DirectCalls),
+    Component(ComponentCalls),
 }
 
 /// The component-backed [`Guard`].
 pub struct WasmGuard {
     engine: Engine,
     limits: WasmLimits,
+    /// Whether plugins of the direct shape take the direct path.
+    prefer_direct: bool,
     loaded: RwLock<Arc<Loaded>>,
     generation: AtomicU64,
     pool: Mutex<Vec<Worker>>,
@@ -103,33 +125,12 @@ pub struct WasmGuard {
 }
 
 impl Worker {
-    /// The interned handle of `name` in this worker, created on first use.
-    #[inline]
-    fn lock(&mut self, name: &str) -> wasmtime::Result<ResourceAny> {
-        if let Some(handle) = self.locks.get(name) {
-            return Ok(*handle);
-        }
-        // SAFETY: `lock_name` was type-checked against `LockParams`/`LockResults` in `build_worker_from`.
-        let f: TypedFunc<LockParams<'_>, LockResults> = unsafe { TypedFunc::new_unchecked(self.lock_name) };
-        let (handle,) = f.call(&mut self.store, (name,))?;
-        self.locks.insert(name.into(), handle);
-        Ok(handle)
-    }
-
-    /// Handles for a fence and a presented lock; equal names share one handle.
-    #[inline]
-    fn locks(&mut self, fence: Option<&str>, presented: &str) -> wasmtime::Result<(Option<ResourceAny>, ResourceAny)> {
-        let p = self.lock(presented)?;
-        let f = match fence {
-            None => None,
-            Some(name) if name == presented => Some(p),
-            Some(name) => Some(self.lock(name)?),
-        };
-        Ok((f, p))
-    }
-
     fn retired(&self) -> bool {
-        self.locks.len() > MAX_LOCKS_PER_WORKER
+        let interned = match &self.calls {
+            Calls::Direct(c) => c.interned(),
+            Calls::Component(c) => c.interned(),
+        };
+        interned > MAX_LOCKS_PER_WORKER
     }
 }
 
@@ -143,14 +144,28 @@ impl WasmGuard {
         Engine::new(&config).map_err(|e| PluginError::Invalid(format!("engine: {e:#}")))
     }
 
-    /// Builds a guard around `plugin`, which must have been compiled with `engine`.
+    /// Builds a guard around `plugin`, which must have been compiled with
+    /// `engine`. Calls take the direct path when the plugin has its shape.
     pub fn new(engine: Engine, plugin: Plugin, limits: WasmLimits) -> Result<WasmGuard, PluginError> {
-        let loaded = Arc::new(prepare(&engine, plugin, 1)?);
+        Self::with_path(engine, plugin, limits, CallPath::Direct)
+    }
+
+    /// As [`WasmGuard::new`], with `CallPath::Component` forcing the
+    /// component path for every plugin.
+    pub fn with_path(
+        engine: Engine,
+        plugin: Plugin,
+        limits: WasmLimits,
+        path: CallPath,
+    ) -> Result<WasmGuard, PluginError> {
+        let prefer_direct = path == CallPath::Direct;
+        let loaded = Arc::new(prepare(&engine, plugin, 1, prefer_direct)?);
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.clone(), stop_ticker.clone());
         let guard = WasmGuard {
             engine,
             limits,
+            prefer_direct,
             loaded: RwLock::new(loaded),
             generation: AtomicU64::new(1),
             pool: Mutex::new(Vec::new()),
@@ -198,7 +213,7 @@ impl WasmGuard {
     /// in flight finish on the old plugin; later calls use the new one.
     pub fn swap(&self, plugin: Plugin) -> Result<(), PluginError> {
         let generation = self.generation.load(Ordering::Acquire) + 1;
-        let loaded = Arc::new(prepare(&self.engine, plugin, generation)?);
+        let loaded = Arc::new(prepare(&self.engine, plugin, generation, self.prefer_direct)?);
         let worker = build_worker_from(&self.engine, &loaded, &self.limits)
             .map_err(|e| PluginError::Instantiate(e.to_string()))?;
         self.instances.fetch_add(1, Ordering::Relaxed);
@@ -225,6 +240,14 @@ impl WasmGuard {
     /// Description of the plugin currently in use.
     pub fn info(&self) -> PluginInfo {
         self.loaded.read().expect("plugin lock").info.clone()
+    }
+
+    /// The path calls take with the current plugin.
+    pub fn call_path(&self) -> CallPath {
+        match self.loaded.read().expect("plugin lock").direct {
+            Some(_) => CallPath::Direct,
+            None => CallPath::Component,
+        }
     }
 
     /// How many calls failed closed since start.
@@ -305,7 +328,7 @@ fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
         .expect("spawn epoch ticker");
 }
 
-fn prepare(engine: &Engine, plugin: Plugin, generation: u64) -> Result<Loaded, PluginError> {
+fn prepare(engine: &Engine, plugin: Plugin, generation: u64, prefer_direct: bool) -> Result<Loaded, PluginError> {
     let linker = Linker::<StoreState>::new(engine);
     let pre = linker.instantiate_pre(&plugin.component).map_err(|e| PluginError::Instantiate(format!("{e:#}")))?;
     let export = plugin.info.package.clone().unwrap_or_else(|| format!("{PACKAGE}/{INTERFACE}"));
@@ -320,41 +343,32 @@ fn prepare(engine: &Engine, plugin: Plugin, generation: u64) -> Result<Loaded, P
     };
     Ok(Loaded {
         generation,
-        lock_name: func("[constructor]lock-name")?,
-        admit: func("admit")?,
-        batch: func("admit-batch")?,
-        stream: func("admit-stream")?,
+        exports: Exports {
+            lock_name: func("[constructor]lock-name")?,
+            admit: func("admit")?,
+            batch: func("admit-batch")?,
+            stream: func("admit-stream")?,
+        },
         pre,
+        direct: if prefer_direct { plugin.direct } else { None },
         info: plugin.info,
     })
 }
 
 fn build_worker_from(engine: &Engine, loaded: &Loaded, limits: &WasmLimits) -> Result<Worker, GuardFailure> {
-    let mut store = Store::new(engine, StoreState { memory_bytes: limits.memory_bytes, refused_growth: false });
+    let state = StoreState { memory_bytes: limits.memory_bytes, refused_growth: false, handles: Vec::new() };
+    let mut store = Store::new(engine, state);
     store.limiter(|s| s);
     store.set_epoch_deadline(limits.deadline.as_millis().max(1) as u64);
     let unavailable = |e: wasmtime::Error| GuardFailure::Unavailable(format!("{e:#}"));
-    let instance = loaded.pre.instantiate(&mut store).map_err(unavailable)?;
-    // Type-check each signature once; calls then use unchecked views with the call's lifetimes.
-    let lock_name = instance
-        .get_typed_func::<LockParams<'static>, LockResults>(&mut store, &loaded.lock_name)
-        .map_err(unavailable)?;
-    let admit = instance.get_typed_func::<AdmitParams, AdmitResults>(&mut store, &loaded.admit).map_err(unavailable)?;
-    let batch = instance
-        .get_typed_func::<BatchParams<'static>, BatchResults>(&mut store, &loaded.batch)
-        .map_err(unavailable)?;
-    let stream = instance
-        .get_typed_func::<StreamParams<'static>, StreamResults>(&mut store, &loaded.stream)
-        .map_err(unavailable)?;
-    Ok(Worker {
-        generation: loaded.generation,
-        store,
-        locks: HashMap::new(),
-        lock_name: *lock_name.func(),
-        admit: *admit.func(),
-        batch: *batch.func(),
-        stream: *stream.func(),
-    })
+    let calls = match &loaded.direct {
+        Some(direct) => Calls::Direct(DirectCalls::instantiate(&mut store, direct).map_err(unavailable)?),
+        None => {
+            let instance = loaded.pre.instantiate(&mut store).map_err(unavailable)?;
+            Calls::Component(ComponentCalls::new(&mut store, &instance, &loaded.exports).map_err(unavailable)?)
+        }
+    };
+    Ok(Worker { generation: loaded.generation, store, calls })
 }
 
 /// A plugin's answer that breaks the contract (wrong length, unknown code):
@@ -369,18 +383,9 @@ impl Guard for WasmGuard {
     }
 
     fn admit(&self, current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, GuardFailure> {
-        self.call(|w| {
-            let (fence_lock, lock) = w.locks(current.map(|f| f.lock.as_str()), &presented.lock)?;
-            let current = current.zip(fence_lock).map(|(f, lock)| FenceArg {
-                lock,
-                high_water: f.high_water,
-                sequence: f.sequence,
-            });
-            let presented = SequencerArg { lock, token: presented.token, sequence: presented.sequence };
-            // SAFETY: `w.admit` was type-checked against `AdmitParams`/`AdmitResults` in `build_worker_from`.
-            let f: TypedFunc<AdmitParams, AdmitResults> = unsafe { TypedFunc::new_unchecked(w.admit) };
-            let (r,) = f.call(&mut w.store, (current, presented, policy.into()))?;
-            Ok(abi::decision(r))
+        self.call(|w| match &mut w.calls {
+            Calls::Direct(c) => c.admit(&mut w.store, current, presented, policy),
+            Calls::Component(c) => c.admit(&mut w.store, current, presented, policy),
         })
     }
 
@@ -391,40 +396,33 @@ impl Guard for WasmGuard {
         writes: &[BatchWrite],
         policy: Policy,
     ) -> Result<BatchOutcome, GuardFailure> {
-        let args: Vec<abi::BatchWriteArg> = writes.iter().map(Into::into).collect();
         let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
         self.call(|w| {
-            let (fence_lock, lock) = w.locks(current.map(|f| f.lock.as_str()), lock)?;
-            let current = current.zip(fence_lock).map(|(f, lock)| FenceArg {
-                lock,
-                high_water: f.high_water,
-                sequence: f.sequence,
-            });
-            // SAFETY: type-checked against `BatchParams`/`BatchResults` in `build_worker_from`.
-            let f: TypedFunc<BatchParams<'_>, BatchResults> = unsafe { TypedFunc::new_unchecked(w.batch) };
-            let (r,) = f.call(&mut w.store, (current, lock, &args, policy.into()))?;
-            let verdicts = fencing_guest::rules::expand_batch(state, writes, &r.verdicts)
+            let (codes, fence) = match &mut w.calls {
+                Calls::Direct(c) => c.admit_batch(&mut w.store, current, lock, writes, policy)?,
+                Calls::Component(c) => c.admit_batch(&mut w.store, current, lock, writes, policy)?,
+            };
+            let verdicts = fencing_guest::rules::expand_batch(state, writes, &codes)
                 .ok_or_else(|| contract("batch verdict codes do not match the writes"))?;
-            let fence = r.fence.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
             Ok(BatchOutcome { verdicts, fence })
         })
     }
 
     fn admit_stream(&self, high_water: u64, tokens: &[u64], policy: Policy) -> Result<StreamOutcome, GuardFailure> {
         self.call(|w| {
-            // SAFETY: type-checked against `StreamParams`/`StreamResults` in `build_worker_from`.
-            let f: TypedFunc<StreamParams<'_>, StreamResults> = unsafe { TypedFunc::new_unchecked(w.stream) };
-            let (r,) = f.call(&mut w.store, (high_water, tokens, policy.into()))?;
-            if r.verdicts.len() != tokens.len() {
+            let (codes, high_water) = match &mut w.calls {
+                Calls::Direct(c) => c.admit_stream(&mut w.store, high_water, tokens, policy)?,
+                Calls::Component(c) => c.admit_stream(&mut w.store, high_water, tokens, policy)?,
+            };
+            if codes.len() != tokens.len() {
                 return Err(contract("stream verdict count differs from the token count"));
             }
-            let verdicts = r
-                .verdicts
+            let verdicts = codes
                 .iter()
                 .map(|&c| Verdict::from_code(c))
                 .collect::<Option<Vec<Verdict>>>()
                 .ok_or_else(|| contract("unknown stream verdict code"))?;
-            Ok(StreamOutcome { verdicts, high_water: r.high_water })
+            Ok(StreamOutcome { verdicts, high_water })
         })
     }
 }

@@ -1,5 +1,5 @@
-//! The component export: WIT bindings, the one place WIT types convert to the
-//! rule types, and the runtime shims a zero-import `no_std` component needs.
+//! The component export: WIT bindings and the one place WIT types convert to
+//! the rule types. The runtime shims live in `runtime.rs`.
 //!
 //! Compiled only for `target_family = "wasm"`.
 
@@ -117,70 +117,4 @@ impl wit::Guest for Component {
         let high_water = rules::admit_stream_codes(high_water, &tokens, policy.into(), &mut verdicts);
         wit::StreamOutcome { verdicts, high_water }
     }
-}
-
-// ---- Runtime shims for a component that links no libc and imports nothing ----
-
-#[global_allocator]
-static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-/// A panic is a bug in the rules; trapping makes the host fail the call closed.
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
-    core::arch::wasm32::unreachable()
-}
-
-/// `memcmp` for string comparison; no libc is linked into the component.
-///
-/// # Safety
-/// `a` and `b` must be valid for reads of `n` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    let mut i = 0;
-    while i < n {
-        // SAFETY: the caller guarantees both ranges hold `n` readable bytes.
-        let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
-        if x != y {
-            return x as i32 - y as i32;
-        }
-        i += 1;
-    }
-    0
-}
-
-/// `bcmp` is what LLVM emits for equality-only comparisons.
-///
-/// # Safety
-/// `a` and `b` must be valid for reads of `n` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    // SAFETY: same contract as `memcmp`.
-    unsafe { memcmp(a, b, n) }
-}
-
-/// The canonical-ABI allocator the host calls to place arguments in guest
-/// memory. Follows the `realloc(old, old_size, align, new_size)` contract.
-///
-/// # Safety
-/// `old` must be null or a block returned by this function with `old_size`
-/// and `align`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cabi_realloc(old: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
-    use alloc::alloc::{Layout, alloc, handle_alloc_error, realloc};
-    if new_size == 0 {
-        return align as *mut u8;
-    }
-    // SAFETY: the canonical ABI passes a power-of-two alignment.
-    let layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
-    let ptr = if old_size == 0 {
-        // SAFETY: `layout` has a non-zero size.
-        unsafe { alloc(layout) }
-    } else {
-        // SAFETY: the caller guarantees `old` came from this allocator with this layout.
-        unsafe { realloc(old, Layout::from_size_align_unchecked(old_size, align), new_size) }
-    };
-    if ptr.is_null() {
-        handle_alloc_error(layout);
-    }
-    ptr
 }

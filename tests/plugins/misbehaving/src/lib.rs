@@ -3,6 +3,7 @@
 //! `loop` spins forever, `trap` executes `unreachable`, `hog` allocates until
 //! its memory runs out; every other name gets the real rules (the same
 //! `rules.rs` the guest ships), so a test can see the next call succeed.
+//! The runtime shims are the guest's own `runtime.rs`.
 
 #![no_std]
 
@@ -14,6 +15,10 @@ use alloc::vec::Vec;
 #[path = "../../../../guest/src/rules.rs"]
 #[allow(dead_code)]
 mod rules;
+
+/// The guest's allocator, panic handler, `memcmp`/`bcmp` and `cabi_realloc`.
+#[path = "../../../../guest/src/runtime.rs"]
+mod runtime;
 
 mod bindings {
     wit_bindgen::generate!({
@@ -122,63 +127,4 @@ impl wit::Guest for Component {
         let high_water = rules::admit_stream_codes(high_water, &tokens, policy(policy_), &mut verdicts);
         wit::StreamOutcome { verdicts, high_water }
     }
-}
-
-#[global_allocator]
-static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
-    core::arch::wasm32::unreachable()
-}
-
-/// `memcmp` for string comparison; no libc is linked.
-///
-/// # Safety
-/// `a` and `b` must be valid for reads of `n` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    for i in 0..n {
-        // SAFETY: the caller guarantees both ranges hold `n` readable bytes.
-        let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
-        if x != y {
-            return x as i32 - y as i32;
-        }
-    }
-    0
-}
-
-/// `bcmp`, emitted by LLVM for equality comparisons.
-///
-/// # Safety
-/// Same as `memcmp`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    // SAFETY: same contract as `memcmp`.
-    unsafe { memcmp(a, b, n) }
-}
-
-/// The canonical-ABI allocator.
-///
-/// # Safety
-/// `old` must be null or a block from this function with `old_size` and `align`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cabi_realloc(old: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
-    use alloc::alloc::{Layout, alloc, handle_alloc_error, realloc};
-    if new_size == 0 {
-        return align as *mut u8;
-    }
-    // SAFETY: the canonical ABI passes a power-of-two alignment.
-    let layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
-    let ptr = if old_size == 0 {
-        // SAFETY: non-zero size.
-        unsafe { alloc(layout) }
-    } else {
-        // SAFETY: the caller guarantees `old` came from this allocator with this layout.
-        unsafe { realloc(old, Layout::from_size_align_unchecked(old_size, align), new_size) }
-    };
-    if ptr.is_null() {
-        handle_alloc_error(layout);
-    }
-    ptr
 }

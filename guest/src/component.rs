@@ -1,5 +1,6 @@
-//! The component export: WIT bindings, the one place WIT types convert to the
-//! rule types, and the runtime shims a zero-import `no_std` component needs.
+//! The component export: WIT bindings, the interned `lock-name` resource and
+//! how two names compare. The export bodies and the WIT conversions live in
+//! `exports.rs`, the runtime shims in `runtime.rs`.
 //!
 //! Compiled only for `target_family = "wasm"`.
 
@@ -16,6 +17,10 @@ mod bindings {
 }
 
 use bindings::exports::fencing::guard::check as wit;
+
+/// The export bodies and WIT conversions, shared with the misbehaving test component.
+#[path = "exports.rs"]
+mod exports;
 
 struct Component;
 
@@ -37,47 +42,6 @@ fn same_lock(a: &LockName, b: &LockName) -> bool {
     core::ptr::eq(a, b) || a.0 == b.0
 }
 
-impl From<wit::Policy> for rules::Policy {
-    #[inline]
-    fn from(p: wit::Policy) -> Self {
-        match p {
-            wit::Policy::NonDecreasing => rules::Policy::NonDecreasing,
-            wit::Policy::StrictlyIncreasing => rules::Policy::StrictlyIncreasing,
-        }
-    }
-}
-
-impl From<rules::Admission> for wit::Admission {
-    #[inline]
-    fn from(a: rules::Admission) -> Self {
-        wit::Admission { high_water: a.high_water, sequence: a.sequence, new_term: a.new_term }
-    }
-}
-
-impl From<rules::Rejection> for wit::Rejection {
-    #[inline]
-    fn from(r: rules::Rejection) -> Self {
-        use rules::Rejection as R;
-        match r {
-            R::InvalidToken => wit::Rejection::InvalidToken,
-            R::WrongLock => wit::Rejection::WrongLock,
-            R::StaleToken { presented, high_water } => {
-                wit::Rejection::StaleToken(wit::TokenConflict { presented, high_water })
-            }
-            R::TokenReused { presented, high_water } => {
-                wit::Rejection::TokenReused(wit::TokenConflict { presented, high_water })
-            }
-            R::SequenceRegressed { token, presented, last } => {
-                wit::Rejection::SequenceRegressed(wit::SequenceConflict { token, presented, last })
-            }
-        }
-    }
-}
-
-fn state(f: &wit::Fence<'_>) -> rules::FenceState {
-    rules::FenceState { high_water: f.high_water, sequence: f.sequence }
-}
-
 impl wit::Guest for Component {
     type LockName = LockName;
 
@@ -88,9 +52,7 @@ impl wit::Guest for Component {
     ) -> Result<wit::Admission, wit::Rejection> {
         let same =
             || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), presented.lock.get::<LockName>()));
-        rules::decide(current.as_ref().map(state), same, presented.token, presented.sequence, policy.into())
-            .map(Into::into)
-            .map_err(Into::into)
+        exports::admit(current.as_ref(), same, &presented, policy)
     }
 
     fn admit_batch(
@@ -100,87 +62,10 @@ impl wit::Guest for Component {
         policy: wit::Policy,
     ) -> wit::BatchOutcome {
         let wrong_lock = current.as_ref().is_some_and(|f| !same_lock(f.lock.get::<LockName>(), lock.get::<LockName>()));
-        // `wit::BatchWrite` and `rules::BatchWrite` have the same fields; convert in place of a copy.
-        let writes: Vec<rules::BatchWrite> =
-            writes.into_iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence }).collect();
-        let mut verdicts = Vec::new();
-        let fence =
-            rules::admit_batch_codes(current.as_ref().map(state), wrong_lock, &writes, policy.into(), &mut verdicts);
-        wit::BatchOutcome {
-            verdicts,
-            fence: fence.map(|f| wit::FenceState { high_water: f.high_water, sequence: f.sequence }),
-        }
+        exports::admit_batch(current.as_ref(), wrong_lock, writes, policy)
     }
 
     fn admit_stream(high_water: u64, tokens: Vec<u64>, policy: wit::Policy) -> wit::StreamOutcome {
-        let mut verdicts = Vec::new();
-        let high_water = rules::admit_stream_codes(high_water, &tokens, policy.into(), &mut verdicts);
-        wit::StreamOutcome { verdicts, high_water }
+        exports::admit_stream(high_water, tokens, policy)
     }
-}
-
-// ---- Runtime shims for a component that links no libc and imports nothing ----
-
-#[global_allocator]
-static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-/// A panic is a bug in the rules; trapping makes the host fail the call closed.
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
-    core::arch::wasm32::unreachable()
-}
-
-/// `memcmp` for string comparison; no libc is linked into the component.
-///
-/// # Safety
-/// `a` and `b` must be valid for reads of `n` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    let mut i = 0;
-    while i < n {
-        // SAFETY: the caller guarantees both ranges hold `n` readable bytes.
-        let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
-        if x != y {
-            return x as i32 - y as i32;
-        }
-        i += 1;
-    }
-    0
-}
-
-/// `bcmp` is what LLVM emits for equality-only comparisons.
-///
-/// # Safety
-/// `a` and `b` must be valid for reads of `n` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    // SAFETY: same contract as `memcmp`.
-    unsafe { memcmp(a, b, n) }
-}
-
-/// The canonical-ABI allocator the host calls to place arguments in guest
-/// memory. Follows the `realloc(old, old_size, align, new_size)` contract.
-///
-/// # Safety
-/// `old` must be null or a block returned by this function with `old_size`
-/// and `align`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cabi_realloc(old: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
-    use alloc::alloc::{Layout, alloc, handle_alloc_error, realloc};
-    if new_size == 0 {
-        return align as *mut u8;
-    }
-    // SAFETY: the canonical ABI passes a power-of-two alignment.
-    let layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
-    let ptr = if old_size == 0 {
-        // SAFETY: `layout` has a non-zero size.
-        unsafe { alloc(layout) }
-    } else {
-        // SAFETY: the caller guarantees `old` came from this allocator with this layout.
-        unsafe { realloc(old, Layout::from_size_align_unchecked(old_size, align), new_size) }
-    };
-    if ptr.is_null() {
-        handle_alloc_error(layout);
-    }
-    ptr
 }

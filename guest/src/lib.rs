@@ -8,9 +8,10 @@
 //! # Layout
 //! - [`rules`]: the pure admission rules (`admit`, `admit_batch`, `admit_stream`)
 //!   and their types. Every host, native or Wasm, decides with this code.
-//! - `component` (wasm only): the WIT bindings in a private `mod bindings`,
-//!   the conversions between WIT and rule types, and the allocator, panic
-//!   handler and `memcmp` a zero-import component needs.
+//! - `component` (wasm only): the WIT bindings in a private `mod bindings`
+//!   and the conversions between WIT and rule types.
+//! - `runtime` (wasm only): the allocator, panic handler, `memcmp`/`bcmp` and
+//!   `cabi_realloc` a zero-import component needs.
 
 #![no_std]
 
@@ -18,7 +19,7 @@ extern crate alloc;
 
 // The rules use only `core` and `alloc`. Natively the crate is also built as a
 // `cdylib`, which needs std's allocator and panic runtime; on wasm the
-// `component` module provides both.
+// `runtime` module provides both.
 #[cfg(not(target_family = "wasm"))]
 extern crate std;
 
@@ -26,6 +27,9 @@ pub mod rules;
 
 #[cfg(target_family = "wasm")]
 mod component;
+
+#[cfg(target_family = "wasm")]
+mod runtime;
 
 pub use rules::{
     Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict,

@@ -1,11 +1,13 @@
 //! Metrics in Prometheus text format, shared by every subsystem.
 //!
 //! Each subsystem registers its families into the one [`Metrics`] registry
-//! when it is built; `GET /metrics` encodes the registry.
+//! when it is built; `GET /metrics` encodes the registry. [`SeriesBound`]
+//! keeps the per-resource label values of any family to a fixed number.
 
 use axum::http::header;
 use axum::response::IntoResponse;
 use prometheus_client::registry::Registry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// The process-wide registry.
@@ -36,5 +38,131 @@ impl Metrics {
     /// The `GET /metrics` handler.
     pub fn handler(&self) -> impl IntoResponse + use<> {
         ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], self.encode())
+    }
+}
+
+/// What a [`SeriesBound`] does with a key it does not track once it is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenFull {
+    /// Track the new key and evict the least recently touched one; the caller
+    /// removes the evicted key's series.
+    EvictLeastRecent,
+    /// Refuse the new key; the keys already tracked keep their series.
+    RefuseNew,
+}
+
+/// A new key's admission into a [`SeriesBound`].
+pub struct Touched<'a, V> {
+    /// The key's state (created by `init` if the key was not tracked).
+    pub value: &'a mut V,
+    /// A key evicted to make room, whose series the caller must remove.
+    pub evicted: Option<String>,
+}
+
+/// Bounds the cardinality of per-resource label values.
+///
+/// Invariant: at most `capacity` keys are tracked, and a caller creates a
+/// labelled series only for a tracked key, so a client cannot grow the
+/// registry without bound by inventing resource names. Each key carries a
+/// caller-defined value `V` and the tick of its last touch; `by_tick` holds
+/// exactly the tracked keys, ordered from least to most recently touched.
+pub struct SeriesBound<V> {
+    capacity: usize,
+    when_full: WhenFull,
+    tick: u64,
+    by_key: HashMap<String, (u64, V)>,
+    by_tick: BTreeMap<u64, String>,
+}
+
+impl<V> SeriesBound<V> {
+    /// An empty bound holding at most `capacity` keys (at least one).
+    pub fn new(capacity: usize, when_full: WhenFull) -> SeriesBound<V> {
+        SeriesBound { capacity: capacity.max(1), when_full, tick: 0, by_key: HashMap::new(), by_tick: BTreeMap::new() }
+    }
+
+    /// Marks `key` as the most recently used, tracking it (with `init()`) if
+    /// there is room or the policy evicts; `None` when the policy refuses it.
+    pub fn touch(&mut self, key: &str, init: impl FnOnce() -> V) -> Option<Touched<'_, V>> {
+        self.tick += 1;
+        let tick = self.tick;
+        let mut evicted = None;
+        if let Some((last, _)) = self.by_key.get_mut(key) {
+            let old = std::mem::replace(last, tick);
+            self.by_tick.remove(&old);
+        } else {
+            if self.by_key.len() >= self.capacity {
+                match self.when_full {
+                    WhenFull::RefuseNew => return None,
+                    WhenFull::EvictLeastRecent => {
+                        if let Some((_, victim)) = self.by_tick.pop_first() {
+                            self.by_key.remove(&victim);
+                            evicted = Some(victim);
+                        }
+                    }
+                }
+            }
+            self.by_key.insert(key.to_owned(), (tick, init()));
+        }
+        self.by_tick.insert(tick, key.to_owned());
+        let (_, value) = self.by_key.get_mut(key).expect("tracked above");
+        Some(Touched { value, evicted })
+    }
+
+    /// The state of `key` if it is tracked; does not count as a use.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.by_key.get(key).map(|(_, v)| v)
+    }
+
+    /// How many keys are tracked.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Whether no key is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys<V>(b: &SeriesBound<V>) -> Vec<&str> {
+        b.by_tick.values().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn evicts_the_least_recently_touched_key() {
+        let mut b = SeriesBound::new(2, WhenFull::EvictLeastRecent);
+        assert_eq!(b.touch("a", || 1).unwrap().evicted, None);
+        assert_eq!(b.touch("b", || 2).unwrap().evicted, None);
+        assert_eq!(b.touch("a", || 99).unwrap().evicted, None, "a is now the most recent");
+        let t = b.touch("c", || 3).unwrap();
+        assert_eq!(t.evicted.as_deref(), Some("b"));
+        assert_eq!(*t.value, 3);
+        assert_eq!(keys(&b), ["a", "c"]);
+        assert_eq!(b.get("a"), Some(&1), "touching a tracked key keeps its state");
+        assert_eq!(b.get("b"), None);
+        assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn refuses_new_keys_once_full() {
+        let mut b = SeriesBound::new(2, WhenFull::RefuseNew);
+        assert!(b.touch("a", || ()).is_some());
+        assert!(b.touch("b", || ()).is_some());
+        assert!(b.touch("c", || ()).is_none(), "full: a new key gets no series");
+        assert!(b.touch("a", || ()).is_some(), "tracked keys keep their series");
+        assert_eq!(b.get("c"), None);
+        assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn capacity_is_at_least_one() {
+        let mut b = SeriesBound::new(0, WhenFull::EvictLeastRecent);
+        assert!(b.touch("a", || ()).is_some());
+        assert_eq!(b.touch("b", || ()).unwrap().evicted.as_deref(), Some("a"));
+        assert_eq!(keys(&b), ["b"]);
     }
 }

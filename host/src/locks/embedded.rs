@@ -242,45 +242,45 @@ impl EmbeddedLocks {
     }
 
     fn renew_inner(&self, lease: LeaseRef) -> Result<Renewed, LockError> {
-        let id = super::validate_lease(&lease)?;
-        let inner = &self.inner;
-        let now = Instant::now();
-        let mut shard = inner.shard(&lease.resource_id);
-        let entry = shard.map.get_mut(&lease.resource_id).ok_or(LockError::WrongLease)?;
-        entry.settle(now, &inner.metrics);
-        match &mut entry.holder {
-            Some(h) if h.lease == id => {
-                h.expires = now + Duration::from_millis(h.lease_ms);
-                inner.metrics.renewals.inc();
-                Ok(Renewed {
-                    resource_id: lease.resource_id,
-                    renewed: true,
-                    fencing_token: h.token,
-                    lease_duration_ms: h.lease_ms,
-                })
-            }
-            _ if entry.expired_lease == Some(id) => Err(LockError::LeaseExpired),
-            _ => Err(LockError::WrongLease),
-        }
+        let (token, lease_ms) = self.with_lease(&lease, |entry, now| {
+            let h = entry.holder.as_mut().expect("with_lease found the holder");
+            h.expires = now + Duration::from_millis(h.lease_ms);
+            self.inner.metrics.renewals.inc();
+            (h.token, h.lease_ms)
+        })?;
+        Ok(Renewed { resource_id: lease.resource_id, renewed: true, fencing_token: token, lease_duration_ms: lease_ms })
     }
 
     fn release_inner(&self, lease: LeaseRef) -> Result<Released, LockError> {
-        let id = super::validate_lease(&lease)?;
+        let token = self.with_lease(&lease, |entry, _| {
+            let h = entry.holder.take().expect("with_lease found the holder");
+            self.inner.metrics.releases.inc();
+            entry.wake_head();
+            h.token
+        })?;
+        Ok(Released { resource_id: lease.resource_id, released: true, fencing_token: token })
+    }
+
+    /// Runs `f` on the entry of the lock `lease` names, under its shard lock,
+    /// once expiry is settled and `lease` is known to hold it (`entry.holder`
+    /// is `Some` and its lease is `lease`'s id).
+    ///
+    /// Errors: `lease` fails [`super::validate_lease`]; `LeaseExpired` when it is
+    /// the lock's most recently expired lease; `WrongLease` when the lock is
+    /// unknown or any other lease (or none) holds it.
+    fn with_lease<T>(&self, lease: &LeaseRef, f: impl FnOnce(&mut Entry, Instant) -> T) -> Result<T, LockError> {
+        let id = super::validate_lease(lease)?;
         let inner = &self.inner;
         let now = Instant::now();
         let mut shard = inner.shard(&lease.resource_id);
         let entry = shard.map.get_mut(&lease.resource_id).ok_or(LockError::WrongLease)?;
         entry.settle(now, &inner.metrics);
-        match &entry.holder {
-            Some(h) if h.lease == id => {
-                let token = h.token;
-                entry.holder = None;
-                inner.metrics.releases.inc();
-                entry.wake_head();
-                Ok(Released { resource_id: lease.resource_id, released: true, fencing_token: token })
-            }
-            _ if entry.expired_lease == Some(id) => Err(LockError::LeaseExpired),
-            _ => Err(LockError::WrongLease),
+        if entry.holder.as_ref().is_some_and(|h| h.lease == id) {
+            Ok(f(entry, now))
+        } else if entry.expired_lease == Some(id) {
+            Err(LockError::LeaseExpired)
+        } else {
+            Err(LockError::WrongLease)
         }
     }
 

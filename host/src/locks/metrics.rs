@@ -5,17 +5,18 @@
 //! `releases`, and the gauge `current_token{lock}`.
 //!
 //! Invariant: the per-lock gauge has bounded cardinality. Only the first
-//! [`MAX_TOKEN_SERIES`] distinct locks get a series; later locks are counted
-//! in `token_series_dropped` instead, so a client cannot grow the registry
-//! without bound by inventing lock names.
+//! [`MAX_TOKEN_SERIES`] distinct locks get a series ([`SeriesBound`] with
+//! [`WhenFull::RefuseNew`]); later locks are counted in `token_series_dropped`
+//! instead, so a client cannot grow the registry without bound by inventing
+//! lock names.
 
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, SeriesBound, WhenFull};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 /// Most locks with their own `current_token` series.
 pub const MAX_TOKEN_SERIES: usize = 256;
@@ -26,7 +27,7 @@ struct LockLabel {
 }
 
 /// Handles to the lock families; cloning shares them.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct LockMetrics {
     pub acquisitions: Counter,
     pub contention: Counter,
@@ -35,7 +36,22 @@ pub struct LockMetrics {
     pub releases: Counter,
     token_series_dropped: Counter,
     tokens: Family<LockLabel, Gauge<u64, AtomicU64>>,
-    series: Arc<AtomicUsize>,
+    series: Arc<Mutex<SeriesBound<()>>>,
+}
+
+impl Default for LockMetrics {
+    fn default() -> LockMetrics {
+        LockMetrics {
+            acquisitions: Counter::default(),
+            contention: Counter::default(),
+            expiries: Counter::default(),
+            renewals: Counter::default(),
+            releases: Counter::default(),
+            token_series_dropped: Counter::default(),
+            tokens: Family::default(),
+            series: Arc::new(Mutex::new(SeriesBound::new(MAX_TOKEN_SERIES, WhenFull::RefuseNew))),
+        }
+    }
 }
 
 impl LockMetrics {
@@ -61,16 +77,11 @@ impl LockMetrics {
 
     /// A gauge for `lock`'s current token, or `None` once the series limit is reached.
     pub fn token_gauge(&self, lock: &str) -> Option<Gauge<u64, AtomicU64>> {
-        let label = LockLabel { lock: lock.to_string() };
-        if self.series.load(Ordering::Relaxed) >= MAX_TOKEN_SERIES && self.tokens.get(&label).is_none() {
+        if self.series.lock().expect("token series lock").touch(lock, || ()).is_none() {
             self.token_series_dropped.inc();
             return None;
         }
-        let gauge = self.tokens.get_or_create(&label).clone();
-        if gauge.get() == 0 {
-            self.series.fetch_add(1, Ordering::Relaxed);
-        }
-        Some(gauge)
+        Some(self.tokens.get_or_create(&LockLabel { lock: lock.to_string() }).clone())
     }
 
     /// Records a grant of `token` on `lock` (the etcd backend, which keeps no per-lock entry).
@@ -78,5 +89,28 @@ impl LockMetrics {
         if let Some(g) = self.token_gauge(lock) {
             g.set(token);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_series_are_bounded_to_the_first_locks() {
+        let metrics = Metrics::new();
+        let m = LockMetrics::register(&metrics);
+        for i in 0..MAX_TOKEN_SERIES {
+            m.record_token(&format!("lock-{i}"), 7);
+        }
+        assert!(m.token_gauge("one-too-many").is_none(), "a new lock beyond the limit gets no series");
+        m.record_token("another", 3);
+        m.record_token("lock-0", 9);
+        let text = metrics.encode();
+        assert!(text.contains("fencing_locks_current_token{lock=\"lock-0\"} 9"), "{text}");
+        assert!(text.contains("lock=\"lock-255\""), "{text}");
+        assert!(!text.contains("one-too-many") && !text.contains("another"), "{text}");
+        assert_eq!(text.matches("fencing_locks_current_token{").count(), MAX_TOKEN_SERIES, "{text}");
+        assert!(text.contains("fencing_locks_token_series_dropped_total 2"), "{text}");
     }
 }

@@ -24,7 +24,7 @@ pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
 pub use validate::{validate_file_path, validate_lock_id, validate_resource_id};
 
-use crate::guard::{Fence, GuardFailure, Rejection};
+use crate::guard::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer};
 use futures::future::BoxFuture;
 
 /// How a write changes its object.
@@ -156,6 +156,29 @@ pub(crate) fn apply_mutation(
             out.extend_from_slice(bytes);
             Ok(Some(out))
         }
+    }
+}
+
+/// Asks `guard` about `req` against the resource's `current` fence: the
+/// admission, or the refusal to report (a rejection or a guard failure, with
+/// `current` as evidence), after which the engine must change nothing.
+pub(crate) fn decide(
+    guard: &dyn Guard,
+    policy: Policy,
+    current: Option<Fence>,
+    req: &WriteRequest,
+) -> Result<Admission, WriteOutcome> {
+    let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
+    match guard.admit(current.as_ref(), &presented, policy) {
+        Err(failure) => Err(WriteOutcome::GuardFailed { failure, fence: current }),
+        Ok(Err(rejection)) => Err(WriteOutcome::Rejected { rejection, fence: current }),
+        Ok(Ok(admission)) => Ok(admission),
+    }
+}
+
+impl From<Admission> for WriteOutcome {
+    fn from(a: Admission) -> WriteOutcome {
+        WriteOutcome::Admitted { high_water: a.high_water, sequence: a.sequence, new_term: a.new_term }
     }
 }
 

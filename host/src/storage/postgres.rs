@@ -17,7 +17,7 @@
 //! compares them (the guard does), so values above `i64::MAX` round-trip intact.
 
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, WriteOutcome, WriteRequest};
-use crate::guard::{Fence, Guard, Policy, Sequencer};
+use crate::guard::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,17 +95,12 @@ impl PostgresEngine {
             .await
             .map_err(pg)?;
         let current = to_fence(row.get(0), row.get(1), row.get(2));
-        let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
-        let admission = match self.guard.admit(current.as_ref(), &presented, self.policy) {
-            Err(failure) => {
+        let admission = match super::decide(&*self.guard, self.policy, current, &req) {
+            Ok(admission) => admission,
+            Err(refused) => {
                 txn.rollback().await.map_err(pg)?;
-                return Ok(WriteOutcome::GuardFailed { failure, fence: current });
+                return Ok(refused);
             }
-            Ok(Err(rejection)) => {
-                txn.rollback().await.map_err(pg)?;
-                return Ok(WriteOutcome::Rejected { rejection, fence: current });
-            }
-            Ok(Ok(admission)) => admission,
         };
         let path = req.file_path.as_str();
         match req.mutation {
@@ -150,11 +145,7 @@ impl PostgresEngine {
         .await
         .map_err(pg)?;
         txn.commit().await.map_err(pg)?;
-        Ok(WriteOutcome::Admitted {
-            high_water: admission.high_water,
-            sequence: admission.sequence,
-            new_term: admission.new_term,
-        })
+        Ok(admission.into())
     }
 }
 

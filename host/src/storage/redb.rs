@@ -17,7 +17,7 @@
 //!   write is on disk.
 
 use super::{Engine, ReadResult, StorageError, WriteOutcome, WriteRequest, apply_mutation, next_fence};
-use crate::guard::{Fence, Guard, Policy, Sequencer};
+use crate::guard::{Fence, Guard, Policy};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use futures::future::BoxFuture;
 use std::path::Path;
@@ -132,17 +132,12 @@ fn commit_batch(
             // Reads inside the write transaction see earlier writes of this batch.
             let current =
                 fences.get(req.resource_id.as_str()).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
-            let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
-            let admission = match guard.admit(current.as_ref(), &presented, policy) {
-                Err(failure) => {
-                    outcomes.push(Ok(WriteOutcome::GuardFailed { failure, fence: current }));
+            let admission = match super::decide(guard, policy, current, req) {
+                Ok(admission) => admission,
+                Err(refused) => {
+                    outcomes.push(Ok(refused));
                     continue;
                 }
-                Ok(Err(rejection)) => {
-                    outcomes.push(Ok(WriteOutcome::Rejected { rejection, fence: current }));
-                    continue;
-                }
-                Ok(Ok(admission)) => admission,
             };
             let key = (req.resource_id.as_str(), req.file_path.as_str());
             let old = objects.get(key).map_err(StorageError::backend)?.map(|v| v.value().to_vec());
@@ -165,11 +160,7 @@ fn commit_batch(
             fences
                 .insert(req.resource_id.as_str(), (fence.lock.as_str(), fence.high_water, fence.sequence))
                 .map_err(StorageError::backend)?;
-            outcomes.push(Ok(WriteOutcome::Admitted {
-                high_water: admission.high_water,
-                sequence: admission.sequence,
-                new_term: admission.new_term,
-            }));
+            outcomes.push(Ok(admission.into()));
         }
     }
     txn.commit().map_err(StorageError::backend)?;

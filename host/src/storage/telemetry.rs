@@ -8,19 +8,21 @@
 //! Bounded cardinality: per-resource series exist only for the `max_tracked`
 //! most recently written resources. Writing a resource makes it the most
 //! recent; when a new resource would exceed the bound, the least recently
-//! written one is evicted and its series are removed from the registry.
+//! written one is evicted and its series are removed from the registry
+//! ([`SeriesBound`] with [`WhenFull::EvictLeastRecent`]).
 //!
 //! Flapping: a resource flaps when more than `max_term_changes` admitted
 //! writes began a new token within the last `window`. The state is
 //! recomputed on each term change of that resource and decays on later writes.
 
+use crate::telemetry::{SeriesBound, WhenFull};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
@@ -53,16 +55,8 @@ struct ResourceLabels {
 }
 
 struct Tracked {
-    last_write: u64,
     terms: VecDeque<Instant>,
     flapping: bool,
-}
-
-#[derive(Default)]
-struct Recency {
-    tick: u64,
-    by_resource: HashMap<String, Tracked>,
-    by_tick: BTreeMap<u64, String>,
 }
 
 /// The storage families, registered once into the shared registry.
@@ -77,7 +71,7 @@ pub struct StorageMetrics {
     flapping: Family<ResourceLabels, Gauge>,
     flap_events: Counter,
     tracked_resources: Gauge,
-    recency: Mutex<Recency>,
+    recency: Mutex<SeriesBound<Tracked>>,
 }
 
 impl StorageMetrics {
@@ -95,7 +89,7 @@ impl StorageMetrics {
             flapping: Family::default(),
             flap_events: Counter::default(),
             tracked_resources: Gauge::default(),
-            recency: Mutex::new(Recency::default()),
+            recency: Mutex::new(SeriesBound::new(config.max_tracked, WhenFull::EvictLeastRecent)),
         };
         metrics.register(|reg: &mut Registry| {
             let reg = reg.sub_registry_with_prefix("fencing_storage");
@@ -148,31 +142,15 @@ impl StorageMetrics {
         }
         let now = Instant::now();
         let mut r = self.recency.lock().expect("recency lock");
-        r.tick += 1;
-        let tick = r.tick;
-        let entry = match r.by_resource.get_mut(resource) {
-            Some(t) => {
-                let old = std::mem::replace(&mut t.last_write, tick);
-                r.by_tick.remove(&old);
-                r.by_tick.insert(tick, resource.to_owned());
-                r.by_resource.get_mut(resource).expect("present")
-            }
-            None => {
-                while r.by_resource.len() >= self.config.max_tracked.max(1) {
-                    let Some((_, victim)) = r.by_tick.pop_first() else { break };
-                    r.by_resource.remove(&victim);
-                    let labels = ResourceLabels { resource: victim };
-                    self.high_water.remove(&labels);
-                    self.flapping.remove(&labels);
-                }
-                r.by_tick.insert(tick, resource.to_owned());
-                r.by_resource.entry(resource.to_owned()).or_insert(Tracked {
-                    last_write: tick,
-                    terms: VecDeque::new(),
-                    flapping: false,
-                })
-            }
-        };
+        let touched = r
+            .touch(resource, || Tracked { terms: VecDeque::new(), flapping: false })
+            .expect("the storage bound evicts instead of refusing");
+        if let Some(victim) = touched.evicted {
+            let labels = ResourceLabels { resource: victim };
+            self.high_water.remove(&labels);
+            self.flapping.remove(&labels);
+        }
+        let entry = touched.value;
         if new_term {
             entry.terms.push_back(now);
         }
@@ -182,7 +160,7 @@ impl StorageMetrics {
         let flapping = entry.terms.len() > self.config.max_term_changes as usize;
         let started = flapping && !entry.flapping;
         entry.flapping = flapping;
-        let tracked = r.by_resource.len() as i64;
+        let tracked = r.len() as i64;
         drop(r);
         let labels = ResourceLabels { resource: resource.to_owned() };
         self.high_water.get_or_create(&labels).set(high_water);
@@ -205,7 +183,7 @@ impl StorageMetrics {
     pub fn is_flapping(&self, resource: &str) -> bool {
         let now = Instant::now();
         let r = self.recency.lock().expect("recency lock");
-        r.by_resource.get(resource).is_some_and(|t| {
+        r.get(resource).is_some_and(|t| {
             t.terms.iter().filter(|at| now.duration_since(**at) <= self.config.window).count()
                 > self.config.max_term_changes as usize
         })

@@ -321,18 +321,19 @@ pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes
     let mut hw = high_water;
     let strict = policy == Policy::StrictlyIncreasing;
     codes.reserve(tokens.len());
+    // Branch-free per token (the verdicts are data, so branches would
+    // mispredict): the same checks, in the same order, as `decide`.
     codes.extend(tokens.iter().map(|&t| {
-        if t == 0 {
-            code::INVALID_TOKEN
-        } else if t < hw {
-            code::STALE_TOKEN
-        } else if t == hw && strict {
-            code::TOKEN_REUSED
-        } else {
-            let new_term = (t > hw) as u8;
-            hw = t;
-            new_term
-        }
+        let invalid = t == 0;
+        let stale = !invalid & (t < hw);
+        let reused = strict & (t == hw);
+        let admitted = !(invalid | stale | reused);
+        let new_term = (t > hw) as u8;
+        // invalid -> 2, stale -> 4, reused -> 5 (exactly one holds when not admitted).
+        let rejected = code::TOKEN_REUSED - stale as u8 - 3 * invalid as u8;
+        let keep = (admitted as u64).wrapping_neg();
+        hw = (t & keep) | (hw & !keep);
+        if admitted { new_term } else { rejected }
     }));
     hw
 }
@@ -348,6 +349,23 @@ impl Verdict {
             _ => None,
         }
     }
+
+    /// The verdicts of a stream's codes, or `None` if any code is not a
+    /// stream verdict. One check over all codes, then a table lookup each.
+    pub fn from_codes(codes: &[u8]) -> Option<Vec<Verdict>> {
+        const TABLE: [Verdict; 6] = [
+            Verdict::Admitted,
+            Verdict::Admitted,
+            Verdict::InvalidToken,
+            Verdict::InvalidToken, // WRONG_LOCK: refused by the check below.
+            Verdict::StaleToken,
+            Verdict::TokenReused,
+        ];
+        if codes.iter().any(|&c| c > code::TOKEN_REUSED || c == code::WRONG_LOCK) {
+            return None;
+        }
+        Some(codes.iter().map(|&c| TABLE[c as usize]).collect())
+    }
 }
 
 /// The fast path for sequence-less tokens on one resource whose lock binding
@@ -355,6 +373,6 @@ impl Verdict {
 pub fn admit_stream(high_water: u64, tokens: &[u64], policy: Policy) -> StreamOutcome {
     let mut codes = Vec::new();
     let high_water = admit_stream_codes(high_water, tokens, policy, &mut codes);
-    let verdicts = codes.iter().map(|&c| Verdict::from_code(c).expect("stream codes are stream verdicts")).collect();
+    let verdicts = Verdict::from_codes(&codes).expect("stream codes are stream verdicts");
     StreamOutcome { verdicts, high_water }
 }

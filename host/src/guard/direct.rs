@@ -91,7 +91,10 @@ impl DirectPre {
         let intrinsics = format!("[export]{iface}");
         for import in module.imports() {
             let ok = import.module() == intrinsics
-                && matches!(import.name(), "[resource-new]lock-name" | "[resource-drop]lock-name" | "[resource-rep]lock-name");
+                && matches!(
+                    import.name(),
+                    "[resource-new]lock-name" | "[resource-drop]lock-name" | "[resource-rep]lock-name"
+                );
             if !ok {
                 return Err(format!("imports {}::{}", import.module(), import.name()));
             }
@@ -209,7 +212,12 @@ impl DirectCalls {
         Ok(rep)
     }
 
-    fn fence(&mut self, store: &mut Store<StoreState>, f: Option<&Fence>, presented: (&str, u32)) -> wasmtime::Result<[i64; 5]> {
+    fn fence(
+        &mut self,
+        store: &mut Store<StoreState>,
+        f: Option<&Fence>,
+        presented: (&str, u32),
+    ) -> wasmtime::Result<[i64; 5]> {
         Ok(match f {
             None => [0; 5],
             Some(f) => {
@@ -230,7 +238,8 @@ impl DirectCalls {
         let lock = self.lock(store, &p.lock)?;
         let [fd, fl, fh, fs, fv] = self.fence(store, current, (&p.lock, lock))?;
         let (ps, pv) = option(p.sequence);
-        let args = (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, p.token as i64, ps as i32, pv, policy_arg(policy));
+        let args =
+            (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, p.token as i64, ps as i32, pv, policy_arg(policy));
         let ret = self.admit.call(&mut *store, args)?;
         let b = view(self.memory.data(&*store), ret, layout::ADMIT)?;
         match b[0] {
@@ -272,7 +281,8 @@ impl DirectCalls {
             d[8..16].copy_from_slice(&(s as u64).to_le_bytes());
             d[16..24].copy_from_slice(&(v as u64).to_le_bytes());
         }
-        let args = (fd as i32, fl as i32, fh, fs as i32, fv, rep as i32, ptr as i32, writes.len() as i32, policy_arg(policy));
+        let args =
+            (fd as i32, fl as i32, fh, fs as i32, fv, rep as i32, ptr as i32, writes.len() as i32, policy_arg(policy));
         let ret = self.batch.call(&mut *store, args)?;
         let mem = self.memory.data(&*store);
         let b = view(mem, ret, layout::BATCH)?;
@@ -302,7 +312,8 @@ impl DirectCalls {
         for (d, t) in dst.chunks_exact_mut(8).zip(tokens) {
             d.copy_from_slice(&t.to_le_bytes());
         }
-        let ret = self.stream.call(&mut *store, (high_water as i64, ptr as i32, tokens.len() as i32, policy_arg(policy)))?;
+        let ret =
+            self.stream.call(&mut *store, (high_water as i64, ptr as i32, tokens.len() as i32, policy_arg(policy)))?;
         let mem = self.memory.data(&*store);
         let b = view(mem, ret, layout::STREAM)?;
         let codes = list_u8(mem, b)?.to_vec();

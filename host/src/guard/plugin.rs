@@ -17,9 +17,9 @@ use super::direct::{self, DirectPre};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use wasmtime::{Engine, Module};
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
+use wasmtime::{Engine, Module};
 
 /// The WIT package this host implements.
 pub const PACKAGE: &str = "fencing:guard";

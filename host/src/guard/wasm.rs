@@ -2,7 +2,9 @@
 //!
 //! One [`Engine`] and one compiled component; an `InstancePre` from which
 //! workers are instantiated; each worker is a long-lived `Store` with its
-//! instance, taken from a pool for one call and returned after it.
+//! instance, used by one call at a time. A thread keeps the worker of its
+//! last call in a thread-local slot and takes it back on its next call, so
+//! the common case touches no lock; other idle workers wait in a shared pool.
 //!
 //! Every call is bounded: an epoch deadline (a ticker thread advances the
 //! epoch every millisecond), a memory limit enforced by a store limiter, and
@@ -24,9 +26,10 @@ use super::{
     BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, GuardKind, Policy, Sequencer,
     StreamOutcome, Verdict,
 };
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
@@ -103,6 +106,18 @@ struct Worker {
     generation: u64,
     store: Store<StoreState>,
     calls: Calls,
+    /// The pool of the guard that built it, where it returns when a thread's
+    /// slot is taken by another guard's worker.
+    home: Weak<Pool>,
+}
+
+type Pool = Mutex<Vec<Box<Worker>>>;
+
+static NEXT_GUARD_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The worker this thread used last, with its guard's id.
+    static HOT: RefCell<Option<(u64, Box<Worker>)>> = const { RefCell::new(None) };
 }
 
 enum Calls {
@@ -118,7 +133,9 @@ pub struct WasmGuard {
     prefer_direct: bool,
     loaded: RwLock<Arc<Loaded>>,
     generation: AtomicU64,
-    pool: Mutex<Vec<Worker>>,
+    /// Identifies this guard's workers in the threads' slots.
+    id: u64,
+    pool: Arc<Pool>,
     failures: AtomicU64,
     instances: AtomicU64,
     stop_ticker: Arc<AtomicBool>,
@@ -168,14 +185,15 @@ impl WasmGuard {
             prefer_direct,
             loaded: RwLock::new(loaded),
             generation: AtomicU64::new(1),
-            pool: Mutex::new(Vec::new()),
+            id: NEXT_GUARD_ID.fetch_add(1, Ordering::Relaxed),
+            pool: Arc::new(Mutex::new(Vec::new())),
             failures: AtomicU64::new(0),
             instances: AtomicU64::new(0),
             stop_ticker,
         };
         // Instantiate once now so a plugin that cannot start fails at load, not on the first write.
         let worker = guard.build_worker().map_err(|e| PluginError::Instantiate(e.to_string()))?;
-        guard.pool.lock().expect("pool lock").push(worker);
+        guard.pool.lock().expect("pool lock").push(Box::new(worker));
         Ok(guard)
     }
 
@@ -214,14 +232,14 @@ impl WasmGuard {
     pub fn swap(&self, plugin: Plugin) -> Result<(), PluginError> {
         let generation = self.generation.load(Ordering::Acquire) + 1;
         let loaded = Arc::new(prepare(&self.engine, plugin, generation, self.prefer_direct)?);
-        let worker = build_worker_from(&self.engine, &loaded, &self.limits)
+        let worker = build_worker_from(&self.engine, &loaded, &self.limits, &self.pool)
             .map_err(|e| PluginError::Instantiate(e.to_string()))?;
         self.instances.fetch_add(1, Ordering::Relaxed);
         *self.loaded.write().expect("plugin lock") = loaded;
         self.generation.store(generation, Ordering::Release);
         let mut pool = self.pool.lock().expect("pool lock");
         pool.clear();
-        pool.push(worker);
+        pool.push(Box::new(worker));
         Ok(())
     }
 
@@ -271,23 +289,46 @@ impl WasmGuard {
     fn build_worker(&self) -> Result<Worker, GuardFailure> {
         let loaded = self.loaded.read().expect("plugin lock").clone();
         self.instances.fetch_add(1, Ordering::Relaxed);
-        build_worker_from(&self.engine, &loaded, &self.limits)
+        build_worker_from(&self.engine, &loaded, &self.limits, &self.pool)
     }
 
-    /// Runs `f` on a pooled worker under the call limits. A failed worker is dropped.
+    /// An idle worker: this thread's slot first, then the pool.
+    #[inline]
+    fn take(&self) -> Option<Box<Worker>> {
+        let hot = HOT.with(|slot| {
+            let mut slot = slot.borrow_mut();
+            match &*slot {
+                Some((id, _)) if *id == self.id => slot.take().map(|(_, w)| w),
+                _ => None,
+            }
+        });
+        hot.or_else(|| self.pool.lock().expect("pool lock").pop())
+    }
+
+    /// Parks `worker` in this thread's slot; a worker it displaces goes back to its own pool.
+    #[inline]
+    fn give_back(&self, worker: Box<Worker>) {
+        let displaced = HOT.with(|slot| slot.borrow_mut().replace((self.id, worker)));
+        if let Some((_, w)) = displaced
+            && let Some(pool) = w.home.upgrade()
+        {
+            pool.lock().expect("pool lock").push(w);
+        }
+    }
+
+    /// Runs `f` on an idle worker under the call limits. A failed worker is dropped.
     fn call<R>(&self, f: impl FnOnce(&mut Worker) -> wasmtime::Result<R>) -> Result<R, GuardFailure> {
         let current = self.generation.load(Ordering::Acquire);
-        let pooled = self.pool.lock().expect("pool lock").pop();
-        let mut worker = match pooled {
+        let mut worker = match self.take() {
             Some(w) if w.generation == current => w,
-            _ => self.build_worker()?,
+            _ => Box::new(self.build_worker()?),
         };
         let ticks = self.limits.deadline.as_millis().max(1) as u64;
         worker.store.set_epoch_deadline(ticks);
         match f(&mut worker) {
             Ok(r) => {
                 if !worker.retired() {
-                    self.pool.lock().expect("pool lock").push(worker);
+                    self.give_back(worker);
                 }
                 Ok(r)
             }
@@ -355,7 +396,12 @@ fn prepare(engine: &Engine, plugin: Plugin, generation: u64, prefer_direct: bool
     })
 }
 
-fn build_worker_from(engine: &Engine, loaded: &Loaded, limits: &WasmLimits) -> Result<Worker, GuardFailure> {
+fn build_worker_from(
+    engine: &Engine,
+    loaded: &Loaded,
+    limits: &WasmLimits,
+    home: &Arc<Pool>,
+) -> Result<Worker, GuardFailure> {
     let state = StoreState { memory_bytes: limits.memory_bytes, refused_growth: false, handles: Vec::new() };
     let mut store = Store::new(engine, state);
     store.limiter(|s| s);
@@ -368,7 +414,7 @@ fn build_worker_from(engine: &Engine, loaded: &Loaded, limits: &WasmLimits) -> R
             Calls::Component(ComponentCalls::new(&mut store, &instance, &loaded.exports).map_err(unavailable)?)
         }
     };
-    Ok(Worker { generation: loaded.generation, store, calls })
+    Ok(Worker { generation: loaded.generation, store, calls, home: Arc::downgrade(home) })
 }
 
 /// A plugin's answer that breaks the contract (wrong length, unknown code):
@@ -417,11 +463,7 @@ impl Guard for WasmGuard {
             if codes.len() != tokens.len() {
                 return Err(contract("stream verdict count differs from the token count"));
             }
-            let verdicts = codes
-                .iter()
-                .map(|&c| Verdict::from_code(c))
-                .collect::<Option<Vec<Verdict>>>()
-                .ok_or_else(|| contract("unknown stream verdict code"))?;
+            let verdicts = Verdict::from_codes(&codes).ok_or_else(|| contract("unknown stream verdict code"))?;
             Ok(StreamOutcome { verdicts, high_water })
         })
     }

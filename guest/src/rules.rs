@@ -321,19 +321,21 @@ pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes
     let mut hw = high_water;
     let strict = policy == Policy::StrictlyIncreasing;
     codes.reserve(tokens.len());
-    // Branch-free per token (the verdicts are data, so branches would
-    // mispredict): the same checks, in the same order, as `decide`.
+    // Branches, not selects: streams are mostly admitted tokens, so the
+    // branches predict well, and a select would chain every token's compare
+    // to the previous token's high-water update.
     codes.extend(tokens.iter().map(|&t| {
-        let invalid = t == 0;
-        let stale = !invalid & (t < hw);
-        let reused = strict & (t == hw);
-        let admitted = !(invalid | stale | reused);
-        let new_term = (t > hw) as u8;
-        // invalid -> 2, stale -> 4, reused -> 5 (exactly one holds when not admitted).
-        let rejected = code::TOKEN_REUSED - stale as u8 - 3 * invalid as u8;
-        let keep = (admitted as u64).wrapping_neg();
-        hw = (t & keep) | (hw & !keep);
-        if admitted { new_term } else { rejected }
+        if t == 0 {
+            code::INVALID_TOKEN
+        } else if t < hw {
+            code::STALE_TOKEN
+        } else if t == hw && strict {
+            code::TOKEN_REUSED
+        } else {
+            let new_term = (t > hw) as u8;
+            hw = t;
+            new_term
+        }
     }));
     hw
 }

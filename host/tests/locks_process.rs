@@ -92,8 +92,9 @@ fn tokens_stay_monotonic_across_kill_9() {
     for round in 0..8 {
         let server = Server::start(dir.path(), port);
         for i in 0..(5 + round) {
-            // wait_ms covers the grace period after each crash.
-            let (st, g) = acquire(&server.base, "k", &format!("c{round}-{i}"), 100, Some(5_000));
+            // wait_ms covers the grace period after each crash; the 1 s lease
+            // outlives a release delayed by a loaded machine.
+            let (st, g) = acquire(&server.base, "k", &format!("c{round}-{i}"), 1_000, Some(5_000));
             assert_eq!(st, 200, "{g}");
             let token = g["fencing_token"].as_u64().unwrap();
             assert!(token > last, "round {round}: token {token} after {last}");
@@ -107,7 +108,7 @@ fn tokens_stay_monotonic_across_kill_9() {
         }
         // Hold a lease at the moment of the crash in some rounds.
         if round % 2 == 0 {
-            let (st, g) = acquire(&server.base, "k", "crasher", 100, Some(5_000));
+            let (st, g) = acquire(&server.base, "k", "crasher", 1_000, Some(5_000));
             assert_eq!(st, 200, "{g}");
             last = g["fencing_token"].as_u64().unwrap();
         }

@@ -3,7 +3,9 @@
 //! through the component, for both policies, with and without a fence, under
 //! the right and the wrong lock.
 
-use fencing_host::guard::{Admission, BatchWrite, Fence, Guard, NativeGuard, Policy, Sequencer, Verdict, WasmGuard};
+use fencing_host::guard::{
+    Admission, BatchWrite, Fence, Guard, NativeGuard, Plugin, Policy, Sequencer, Verdict, WasmGuard, WasmLimits,
+};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 const LOCK: &str = "storage:customer-orders-bucket";
@@ -96,7 +98,11 @@ fn stream_codes_match_admit_one_by_one_native_and_wasm() {
 
 #[test]
 fn many_distinct_lock_names_retire_workers_and_stay_correct() {
-    let wasm = WasmGuard::embedded(None).unwrap();
+    // A generous deadline: a retired worker's replacement is instantiated
+    // inside a call, which a loaded machine may stretch.
+    let limits = WasmLimits { deadline: std::time::Duration::from_secs(5), ..WasmLimits::default() };
+    let engine = WasmGuard::engine(&limits).unwrap();
+    let wasm = WasmGuard::new(engine.clone(), Plugin::embedded(&engine, None).unwrap(), limits).unwrap();
     let before = wasm.instances_created();
     for i in 0..10_000u64 {
         let lock = format!("lock-{i}");

@@ -11,9 +11,10 @@
 //! rejected by the fence ends the holder's turn: it knows it lost the lock.
 
 use super::history::{HistoryWriter, Op, OpKind, Outcome, Record, now_us};
-use super::wire::{
-    AcquireRequest, AcquireResponse, LeaseRequest, MutationType, WritePayload, WriteRequest, WriteResponse,
-};
+use super::wire::{AcquireResponse, WriteResponse};
+use crate::http::storage::{WriteBody, WritePayload};
+use crate::locks::{AcquireRequest, LeaseRef};
+use crate::storage::Mutation;
 use base64::Engine;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -158,11 +159,11 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             }
             let unique = format!("{}/{token}/{seq}", cfg.id);
             let (file, mutation, value) = match rng.random_range(0..10) {
-                0..7 => (LOG_FILE, MutationType::Append, format!("{unique}\n")),
-                7..9 => (VALUE_FILE, MutationType::Put, unique),
-                _ => (VALUE_FILE, MutationType::Delete, unique),
+                0..7 => (LOG_FILE, Mutation::Append, format!("{unique}\n")),
+                7..9 => (VALUE_FILE, Mutation::Put, unique),
+                _ => (VALUE_FILE, Mutation::Delete, unique),
             };
-            let bytes = if mutation == MutationType::Delete { String::new() } else { b64.encode(&value) };
+            let bytes = (mutation != Mutation::Delete).then(|| b64.encode(&value));
             let mut op = new_op(&cfg.id, OpKind::Write, &resource);
             op.token = Some(token);
             op.sequence = Some(seq);
@@ -170,7 +171,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             op.file_path = Some(file.to_string());
             op.mutation = Some(mutation);
             op.value = Some(value);
-            let body = WriteRequest {
+            let body = WriteBody {
                 resource_id: resource.clone(),
                 fencing_token: token,
                 write_payload: WritePayload { file_path: file.to_string(), mutation_type: mutation, bytes },
@@ -191,7 +192,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
         let mut op = new_op(&cfg.id, OpKind::Release, &resource);
         op.token = Some(token);
         op.lock_token = Some(lease_id.clone());
-        let body = LeaseRequest { resource_id: resource.clone(), lock_token: lease_id };
+        let body = LeaseRef { resource_id: resource.clone(), lock_token: lease_id };
         let answer = send(http.post(format!("{}/v1/locks/release", cfg.locks_url)).json(&body)).await;
         settle(&mut op, answer);
         history.write(&Record::Op(op))?;

@@ -4,6 +4,7 @@
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
 //! except fence rejections, which use the storage API's documented 409 body.
 
+pub mod auth;
 pub mod locks;
 pub mod storage;
 

@@ -34,6 +34,8 @@ pub struct ClientConfig {
     /// Stop starting new cycles at this wall-clock time (µs since the epoch).
     pub until_us: u64,
     pub history: PathBuf,
+    /// Bearer token file of servers started with `--auth-token-file`; sent on every request.
+    pub auth_token_file: Option<PathBuf>,
 }
 
 /// The file every client appends to (one line per write).
@@ -124,7 +126,14 @@ pub(crate) fn new_op(client: &str, kind: OpKind, resource: &str) -> Op {
 pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
     use anyhow::Context;
     let history = HistoryWriter::create(&cfg.history).context("create client history")?;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build()?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(path) = &cfg.auth_token_file {
+        let token = crate::http::auth::read_token_file(path)?;
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).default_headers(headers).build()?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let b64 = base64::engine::general_purpose::STANDARD;
     while now_us() < cfg.until_us {

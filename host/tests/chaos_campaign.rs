@@ -57,6 +57,8 @@ async fn run(fencing: bool, seed: u64) -> fencing_host::chaos::check::Report {
         work_dir: dir.path().join("work"),
         history: dir.path().join("history.jsonl"),
         exe: wrapper(dir.path()),
+        // The fenced run also exercises authentication: servers demand the token, clients send it.
+        auth: fencing,
     };
     let report = campaign::run(&cfg).await.unwrap();
     // The merged history on disk checks the same as the report.

@@ -7,7 +7,7 @@ use fencing_host::chaos::check::{Report, check};
 use fencing_host::chaos::history::{
     Header, NemesisEvent, NemesisKind, Op, OpKind, Outcome, Phase, Record, RestartEvent, parse_lines,
 };
-use fencing_host::chaos::wire::MutationType;
+use fencing_host::storage::Mutation;
 
 fn op(client: &str, kind: OpKind, start: u64, end: u64, outcome: Outcome) -> Op {
     Op {
@@ -42,7 +42,7 @@ fn append(client: &str, token: u64, seq: u64, start: u64, end: u64, outcome: Out
     o.token = Some(token);
     o.sequence = Some(seq);
     o.file_path = Some("log".into());
-    o.mutation = Some(MutationType::Append);
+    o.mutation = Some(Mutation::Append);
     o.value = Some(format!("{client}/{token}/{seq}\n"));
     if outcome == Outcome::Fail {
         o.reason = Some("stale_token".into());
@@ -57,7 +57,7 @@ fn put(client: &str, token: u64, seq: u64, start: u64, end: u64, outcome: Outcom
     o.token = Some(token);
     o.sequence = Some(seq);
     o.file_path = Some("value".into());
-    o.mutation = Some(MutationType::Put);
+    o.mutation = Some(Mutation::Put);
     o.value = Some(format!("{client}/{token}/{seq}"));
     if outcome == Outcome::Fail {
         o.reason = Some("stale_token".into());

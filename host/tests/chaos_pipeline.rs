@@ -31,6 +31,7 @@ async fn campaign(fencing: bool) -> Report {
             lease_ms: (30, 120),
             until_us,
             history: dir.path().join(format!("c{i}.jsonl")),
+            auth_token_file: None,
         };
         tasks.push(tokio::spawn(client::run(cfg)));
     }

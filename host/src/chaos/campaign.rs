@@ -38,6 +38,10 @@ pub struct CampaignConfig {
     pub history: PathBuf,
     /// The `fencing` binary to run servers and clients with.
     pub exe: PathBuf,
+    /// Start both servers with `--auth-token-file` (a fresh random token in the work
+    /// directory) and have every client send it: the campaign then also shows that
+    /// authentication changes nothing for clients that hold the token.
+    pub auth: bool,
 }
 
 /// Reads every file of every resource straight from the storage (not through
@@ -101,11 +105,16 @@ fn spawn_client(
         .args(["--lease-ms", &format!("{}-{}", cfg.lease_ms.0, cfg.lease_ms.1)])
         .arg("--history")
         .arg(cfg.work_dir.join(format!("{id}.jsonl")))
+        .args(cfg.auth.then(|| ["--auth-token-file".into(), auth_token_path(cfg)]).into_iter().flatten())
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()
         .context("spawn a client process")
+}
+
+fn auth_token_path(cfg: &CampaignConfig) -> PathBuf {
+    cfg.work_dir.join("auth-token")
 }
 
 fn fxhash(s: &str) -> u64 {
@@ -122,9 +131,18 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Report> {
     let policy = "non_decreasing".to_string();
     own.write(&Record::Header(Header { seed: cfg.seed, fencing: cfg.fencing, policy, started_us }))?;
 
-    let extra = if cfg.fencing { vec![] } else { vec!["--no-fencing".to_string()] };
+    let mut auth_args = vec![];
+    if cfg.auth {
+        let path = auth_token_path(cfg);
+        std::fs::write(&path, format!("{:032x}\n", rand::random::<u128>())).context("write the auth token file")?;
+        auth_args = vec!["--auth-token-file".to_string(), path.display().to_string()];
+    }
+    let mut extra = auth_args.clone();
+    if !cfg.fencing {
+        extra.push("--no-fencing".to_string());
+    }
     let mut storage = Server::new(&cfg.exe, "storage", free_addr()?, &cfg.work_dir, extra);
-    let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, vec![]);
+    let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, auth_args);
     locks.start().await?;
     storage.start().await?;
     let storage_url = format!("http://{}", storage.addr);

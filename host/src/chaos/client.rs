@@ -11,9 +11,10 @@
 //! rejected by the fence ends the holder's turn: it knows it lost the lock.
 
 use super::history::{HistoryWriter, Op, OpKind, Outcome, Record, now_us};
-use super::wire::{
-    AcquireRequest, AcquireResponse, LeaseRequest, MutationType, WritePayload, WriteRequest, WriteResponse,
-};
+use super::wire::{AcquireResponse, WriteResponse};
+use crate::http::storage::{WriteBody, WritePayload};
+use crate::locks::{AcquireRequest, LeaseRef};
+use crate::storage::Mutation;
 use base64::Engine;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -33,6 +34,8 @@ pub struct ClientConfig {
     /// Stop starting new cycles at this wall-clock time (µs since the epoch).
     pub until_us: u64,
     pub history: PathBuf,
+    /// Bearer token file of servers started with `--auth-token-file`; sent on every request.
+    pub auth_token_file: Option<PathBuf>,
 }
 
 /// The file every client appends to (one line per write).
@@ -123,7 +126,14 @@ pub(crate) fn new_op(client: &str, kind: OpKind, resource: &str) -> Op {
 pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
     use anyhow::Context;
     let history = HistoryWriter::create(&cfg.history).context("create client history")?;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build()?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(path) = &cfg.auth_token_file {
+        let token = crate::http::auth::read_token_file(path)?;
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).default_headers(headers).build()?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let b64 = base64::engine::general_purpose::STANDARD;
     while now_us() < cfg.until_us {
@@ -158,11 +168,11 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             }
             let unique = format!("{}/{token}/{seq}", cfg.id);
             let (file, mutation, value) = match rng.random_range(0..10) {
-                0..7 => (LOG_FILE, MutationType::Append, format!("{unique}\n")),
-                7..9 => (VALUE_FILE, MutationType::Put, unique),
-                _ => (VALUE_FILE, MutationType::Delete, unique),
+                0..7 => (LOG_FILE, Mutation::Append, format!("{unique}\n")),
+                7..9 => (VALUE_FILE, Mutation::Put, unique),
+                _ => (VALUE_FILE, Mutation::Delete, unique),
             };
-            let bytes = if mutation == MutationType::Delete { String::new() } else { b64.encode(&value) };
+            let bytes = (mutation != Mutation::Delete).then(|| b64.encode(&value));
             let mut op = new_op(&cfg.id, OpKind::Write, &resource);
             op.token = Some(token);
             op.sequence = Some(seq);
@@ -170,7 +180,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             op.file_path = Some(file.to_string());
             op.mutation = Some(mutation);
             op.value = Some(value);
-            let body = WriteRequest {
+            let body = WriteBody {
                 resource_id: resource.clone(),
                 fencing_token: token,
                 write_payload: WritePayload { file_path: file.to_string(), mutation_type: mutation, bytes },
@@ -191,7 +201,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
         let mut op = new_op(&cfg.id, OpKind::Release, &resource);
         op.token = Some(token);
         op.lock_token = Some(lease_id.clone());
-        let body = LeaseRequest { resource_id: resource.clone(), lock_token: lease_id };
+        let body = LeaseRef { resource_id: resource.clone(), lock_token: lease_id };
         let answer = send(http.post(format!("{}/v1/locks/release", cfg.locks_url)).json(&body)).await;
         settle(&mut op, answer);
         history.write(&Record::Op(op))?;

@@ -19,7 +19,7 @@
 //! the intervals are recorded conservatively (the real request happened inside
 //! `[start_us, end_us]`).
 
-use super::wire::MutationType;
+use crate::storage::Mutation;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -97,7 +97,7 @@ pub struct Op {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mutation: Option<MutationType>,
+    pub mutation: Option<Mutation>,
     /// Bytes written (write) or read (read; `None` when the file was absent), as UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,

@@ -58,6 +58,9 @@ impl Server {
             .arg(&self.data_dir)
             .args(["--role", self.role])
             .args(&self.extra)
+            // Authentication is only what `extra` asks for (`fencing chaos --auth`), never
+            // inherited from the campaign's environment, which the clients do not read.
+            .env_remove("FENCING_AUTH_TOKEN_FILE")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -1,49 +1,14 @@
-//! The HTTP request and response bodies the campaign speaks to the storage
-//! server and the lock service (the seed 001 payloads of issues 3 and 4).
+//! The campaign's view of the servers' answers.
 //!
-//! These are the client's view: requests are serialized exactly as the servers
-//! document them, responses are decoded leniently (unknown fields ignored) so a
-//! server that adds fields stays compatible. Tokens are always `u64`; `bytes`
-//! is standard base64 with padding.
+//! Requests are not defined here: the clients serialize the servers' own
+//! request types (`http::storage::WriteBody`, `locks::AcquireRequest`,
+//! `locks::LeaseRef`), so there is one definition of each body. Responses are
+//! decoded leniently (unknown fields ignored, every field but the verdict
+//! optional) because the campaign must record whatever a faulty or restarted
+//! server answers rather than fail on it. Tokens are always `u64`; `bytes` is
+//! standard base64 with padding.
 
-use serde::{Deserialize, Serialize};
-
-/// How a write changes a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum MutationType {
-    /// Replace the file's contents.
-    #[serde(rename = "PUT")]
-    Put,
-    /// Append to the file.
-    #[serde(rename = "APPEND")]
-    Append,
-    /// Remove the file.
-    #[serde(rename = "DELETE")]
-    Delete,
-}
-
-/// `write_payload` of a write request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WritePayload {
-    pub file_path: String,
-    pub mutation_type: MutationType,
-    /// Base64 of the bytes to write.
-    pub bytes: String,
-}
-
-/// `POST /v1/storage/write`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WriteRequest {
-    pub resource_id: String,
-    pub fencing_token: u64,
-    pub write_payload: WritePayload,
-    /// The lock the token belongs to; the server defaults it to `resource_id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_id: Option<String>,
-    /// The per-write counter within the token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sequence: Option<u64>,
-}
+use serde::Deserialize;
 
 /// The 200 and 409 bodies of a write (`accepted` tells which).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -57,16 +22,6 @@ pub struct WriteResponse {
     pub presented: Option<u64>,
 }
 
-/// `POST /v1/locks/acquire`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AcquireRequest {
-    pub resource_id: String,
-    pub client_id: String,
-    pub lease_duration_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_ms: Option<u64>,
-}
-
 /// The 200 and 409 bodies of an acquire (`lock_acquired` tells which).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct AcquireResponse {
@@ -77,13 +32,6 @@ pub struct AcquireResponse {
     pub fencing_token: Option<u64>,
     #[serde(default)]
     pub lease_duration_ms: Option<u64>,
-}
-
-/// `POST /v1/locks/renew` and `POST /v1/locks/release`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseRequest {
-    pub resource_id: String,
-    pub lock_token: String,
 }
 
 /// The parts of `GET /v1/storage/read` the checker needs: the bytes and the

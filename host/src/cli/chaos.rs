@@ -61,6 +61,9 @@ struct RunArgs {
     /// Where to write the merged history (default: `history.jsonl` in the work directory).
     #[arg(long)]
     history: Option<PathBuf>,
+    /// Start both servers with `--auth-token-file` (a random token) and have the clients send it.
+    #[arg(long)]
+    auth: bool,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +84,8 @@ struct ClientArgs {
     lease_ms: (u64, u64),
     #[arg(long)]
     history: PathBuf,
+    #[arg(long)]
+    auth_token_file: Option<PathBuf>,
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
@@ -124,6 +129,7 @@ pub fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
                 lease_ms: a.lease_ms,
                 until_us: a.until_us,
                 history: a.history,
+                auth_token_file: a.auth_token_file,
             };
             runtime()?.block_on(client::run(cfg))?;
             Ok(ExitCode::SUCCESS)
@@ -144,11 +150,12 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let history = a.history.unwrap_or_else(|| work_dir.join("history.jsonl"));
     eprintln!(
-        "chaos: seed {seed}, {}s, {} clients, {} resources, fencing {}, history {}",
+        "chaos: seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, history {}",
         a.seconds,
         a.clients,
         a.resources,
         if a.no_fencing { "off" } else { "on" },
+        if a.auth { "on" } else { "off" },
         history.display()
     );
     let cfg = CampaignConfig {
@@ -161,6 +168,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         work_dir,
         history,
         exe: std::env::current_exe().context("locate the fencing binary")?,
+        auth: a.auth,
     };
     let report = runtime()?.block_on(campaign::run(&cfg))?;
     if remove_after && report.is_valid() == cfg.fencing && !cfg.history.starts_with(&cfg.work_dir) {

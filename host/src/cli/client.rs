@@ -2,7 +2,7 @@
 //!
 //! Both print the server's JSON answer (`read --raw` prints the object's
 //! bytes instead). Exit codes: 0 on 200; 1 when the fence refused the write
-//! (409), the object does not exist (404), on 5xx or when the server is
+//! (409), the object does not exist (404), the token was refused (401), on 5xx or when the server is
 //! unreachable; 2 on bad input (checked before sending, or any other 4xx).
 
 use crate::client::storage::{Answer, StorageClient, Write};
@@ -48,6 +48,9 @@ pub struct WriteArgs {
     /// Per-write sequence within the token.
     #[arg(long)]
     sequence: Option<u64>,
+    /// File holding the bearer token of a server started with `--auth-token-file`.
+    #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +66,11 @@ pub struct ReadArgs {
     raw: bool,
 }
 
+/// Reads the client's bearer token, if a token file was given; a bad file is bad input.
+pub fn auth_token(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    path.map(|p| crate::http::auth::read_token_file(p).map_err(|e| super::usage(e.to_string()))).transpose()
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("start tokio runtime")
 }
@@ -71,7 +79,7 @@ fn finish(answer: &Answer) -> anyhow::Result<ExitCode> {
     println!("{}", serde_json::to_string_pretty(&answer.body)?);
     Ok(match answer.status {
         200..=299 => ExitCode::SUCCESS,
-        404 | 409 => ExitCode::FAILURE,
+        401 | 404 | 409 => ExitCode::FAILURE,
         400..=499 => ExitCode::from(2),
         _ => ExitCode::FAILURE,
     })
@@ -91,7 +99,7 @@ pub fn write(args: WriteArgs) -> anyhow::Result<ExitCode> {
         (None, None) if args.mutation == Mutation::Delete => Vec::new(),
         (None, None) => return Err(super::usage("give the bytes with --data or --file (not needed for DELETE)")),
     };
-    let client = StorageClient::new(&args.server.server);
+    let client = StorageClient::new(&args.server.server).with_auth(auth_token(args.auth_token_file.as_deref())?);
     let w = Write {
         resource_id: &args.resource,
         token: args.token,

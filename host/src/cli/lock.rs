@@ -16,6 +16,10 @@ pub struct LockArgs {
     /// Base URL of the lock service.
     #[arg(long, env = "FENCING_SERVER", default_value = "http://127.0.0.1:7070", global = true)]
     server: String,
+    /// File holding the bearer token of a server started with `--auth-token-file`
+    /// (sent on acquire, renew and release).
+    #[arg(long, env = "FENCING_AUTH_TOKEN_FILE", global = true)]
+    auth_token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: LockCommand,
 }
@@ -42,7 +46,8 @@ enum LockCommand {
 }
 
 pub fn run(args: LockArgs) -> anyhow::Result<ExitCode> {
-    let client = LockClient::new(args.server.clone());
+    let client =
+        LockClient::new(args.server.clone()).with_auth(super::client::auth_token(args.auth_token_file.as_deref())?);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("start runtime")?;
     rt.block_on(async move {
         let out = match args.command {

@@ -4,8 +4,13 @@
 //! includes storage, the lock API when it includes locks, and `GET /metrics`
 //! over the one shared registry. Flags common to every server subcommand:
 //! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
+//! With `--auth-token-file` the whole router is wrapped in
+//! [`crate::http::auth`]: mutating requests need the bearer token, reads and
+//! `/metrics` stay open. The token file is read before anything starts; an
+//! unreadable, empty or invalid file is bad input (exit 2).
 
 use crate::guard::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, WasmGuard};
+use crate::http::auth::{BearerAuth, read_token_file};
 use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
 use crate::storage::{Engine, FlapConfig, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
 use crate::telemetry::Metrics;
@@ -100,6 +105,12 @@ pub struct ServeArgs {
     /// Unsafe; it exists to show what fencing prevents (`fencing chaos --no-fencing`).
     #[arg(long)]
     pub no_fencing: bool,
+    /// Require `Authorization: Bearer <token>` on every mutating request (storage writes, lock
+    /// acquire/renew/release: any method but GET/HEAD/OPTIONS); the file holds the token, a trailing
+    /// newline is ignored. Missing or wrong tokens get 401. Reads (`/v1/storage/read`, `/fence`,
+    /// `/v1/locks/status`) and `GET /metrics` stay open.
+    #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
     #[command(flatten)]
     pub locks: LockArgs,
 }
@@ -114,12 +125,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.flap_window.is_zero() {
         return Err(super::usage("--flap-window must be positive"));
     }
+    let auth = match &args.auth_token_file {
+        Some(path) => Some(BearerAuth::new(&read_token_file(path).map_err(|e| super::usage(e.to_string()))?)),
+        None => None,
+    };
     let runtime = tokio::runtime::Runtime::new().context("start tokio runtime")?;
-    runtime.block_on(serve(args))?;
+    runtime.block_on(serve(args, auth))?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, auth: Option<BearerAuth>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     let metrics = Metrics::new();
@@ -133,9 +148,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let m = metrics.clone();
     app = app.route("/metrics", get(move || std::future::ready(m.handler())));
+    let authenticated = auth.is_some();
+    if let Some(auth) = auth {
+        app = crate::http::auth::protect(app, auth);
+    }
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, role = ?args.role, store = ?args.store, guard = ?args.guard, "serving");
+    tracing::info!(listen = %listener.local_addr()?, role = ?args.role, authenticated, store = ?args.store, guard = ?args.guard, "serving");
     crate::http::serve(listener, app).await.context("serve HTTP")
 }
 

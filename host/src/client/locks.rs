@@ -41,6 +41,7 @@ impl ClientError {
 pub struct LockClient {
     http: reqwest::Client,
     base: String,
+    auth: Option<Arc<str>>,
 }
 
 impl LockClient {
@@ -51,12 +52,22 @@ impl LockClient {
             .tcp_nodelay(true)
             .build()
             .expect("reqwest client without TLS builds");
-        LockClient { http, base: base.into().trim_end_matches('/').to_string() }
+        LockClient { http, base: base.into().trim_end_matches('/').to_string(), auth: None }
+    }
+
+    /// Sends `token` as a bearer token on acquire, renew and release (a server with `--auth-token-file`).
+    pub fn with_auth(mut self, token: Option<String>) -> LockClient {
+        self.auth = token.map(Arc::from);
+        self
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        super::authorize(self.http.post(format!("{}{path}", self.base)), self.auth.as_ref())
     }
 
     /// Acquires, or reports the lock held (HTTP 409).
     pub async fn acquire(&self, req: &AcquireRequest) -> Result<Acquired, ClientError> {
-        let resp = self.http.post(format!("{}/v1/locks/acquire", self.base)).json(req).send().await?;
+        let resp = self.post("/v1/locks/acquire").json(req).send().await?;
         if resp.status() == reqwest::StatusCode::CONFLICT {
             let bytes = resp.bytes().await?;
             return serde_json::from_slice::<Refusal>(&bytes)
@@ -69,13 +80,13 @@ impl LockClient {
     /// Extends the lease.
     pub async fn renew(&self, resource_id: &str, lock_token: &str) -> Result<Renewed, ClientError> {
         let body = LeaseRef { resource_id: resource_id.into(), lock_token: lock_token.into() };
-        decode(self.http.post(format!("{}/v1/locks/renew", self.base)).json(&body).send().await?).await
+        decode(self.post("/v1/locks/renew").json(&body).send().await?).await
     }
 
     /// Frees the lock.
     pub async fn release(&self, resource_id: &str, lock_token: &str) -> Result<Released, ClientError> {
         let body = LeaseRef { resource_id: resource_id.into(), lock_token: lock_token.into() };
-        decode(self.http.post(format!("{}/v1/locks/release", self.base)).json(&body).send().await?).await
+        decode(self.post("/v1/locks/release").json(&body).send().await?).await
     }
 
     /// Who holds the lock.

@@ -8,6 +8,7 @@ use crate::http::storage::{WriteBody, WritePayload};
 use crate::storage::Mutation;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use std::sync::Arc;
 
 /// Why a call did not produce an HTTP answer.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +55,7 @@ pub struct Write<'a> {
 pub struct StorageClient {
     base: String,
     http: reqwest::Client,
+    auth: Option<Arc<str>>,
 }
 
 impl StorageClient {
@@ -63,7 +65,13 @@ impl StorageClient {
 
     /// Shares an existing `reqwest::Client` (connection pool).
     pub fn with_client(base: &str, http: reqwest::Client) -> StorageClient {
-        StorageClient { base: base.trim_end_matches('/').to_owned(), http }
+        StorageClient { base: base.trim_end_matches('/').to_owned(), http, auth: None }
+    }
+
+    /// Sends `token` as a bearer token on writes (a server with `--auth-token-file`).
+    pub fn with_auth(mut self, token: Option<String>) -> StorageClient {
+        self.auth = token.map(Arc::from);
+        self
     }
 
     async fn answer(url: String, resp: Result<reqwest::Response, reqwest::Error>) -> Result<Answer, ClientError> {
@@ -87,14 +95,14 @@ impl StorageClient {
             sequence: w.sequence,
         };
         let url = format!("{}/v1/storage/write", self.base);
-        let resp = self.http.post(&url).json(&body).send().await;
+        let resp = super::authorize(self.http.post(&url), self.auth.as_ref()).json(&body).send().await;
         Self::answer(url, resp).await
     }
 
     /// `POST /v1/storage/write` with a raw JSON body (for malformed-input tests).
     pub async fn write_raw(&self, body: &serde_json::Value) -> Result<Answer, ClientError> {
         let url = format!("{}/v1/storage/write", self.base);
-        let resp = self.http.post(&url).json(body).send().await;
+        let resp = super::authorize(self.http.post(&url), self.auth.as_ref()).json(body).send().await;
         Self::answer(url, resp).await
     }
 

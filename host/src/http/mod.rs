@@ -4,6 +4,7 @@
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
 //! except fence rejections, which use the storage API's documented 409 body.
 
+pub mod auth;
 pub mod locks;
 pub mod storage;
 
@@ -60,6 +61,29 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A request body as raw bytes, with the body-limit and transport errors
+/// already mapped to [`ApiError`]s (413 `body_too_large`, 400 `bad_body`).
+/// Handlers that decode with a named function (`storage::decode_write`,
+/// `locks::decode_acquire`) take this, so the fuzz targets drive exactly the
+/// decoding the server runs.
+pub struct ApiBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::body::Bytes::from_request(req, state).await {
+            Ok(b) => Ok(ApiBody(b)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+            )),
+            Err(e) => Err(ApiError::new(e.status(), "bad_body", e.body_text())),
+        }
+    }
+}
+
 /// A JSON body whose decoding errors name the field (`write_payload.bytes`)
 /// and map to 400 (malformed), 413 (too large) or 415 (not JSON).
 pub struct ApiJson<T>(pub T);
@@ -68,17 +92,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = match axum::body::Bytes::from_request(req, state).await {
-            Ok(b) => b,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-                ));
-            }
-            Err(e) => return Err(ApiError::new(e.status(), "bad_body", e.body_text())),
-        };
+        let ApiBody(bytes) = ApiBody::from_request(req, state).await?;
         decode_json(&bytes).map(ApiJson)
     }
 }

@@ -6,7 +6,7 @@
 //! large, 503 refused because the guard could not decide (fail closed).
 //! A request that gets any non-200 answer changed nothing.
 
-use super::{ApiError, ApiJson};
+use super::{ApiBody, ApiError};
 use crate::guard::Fence;
 use crate::storage::{Mutation, StorageError, StorageService, WriteOutcome, WriteRequest};
 use axum::extract::{Query, State};
@@ -97,12 +97,14 @@ fn name_missing_field(mut e: ApiError) -> ApiError {
     e
 }
 
-async fn write(
-    State(service): State<StorageService>,
-    body: Result<ApiJson<WriteBody>, ApiError>,
-) -> Result<Response, ApiError> {
-    let ApiJson(body) = body.map_err(name_missing_field)?;
-    let bytes = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
+/// Decodes and validates a `POST /v1/storage/write` body into the engine's
+/// request: JSON errors name the field path, `bytes` must be base64 (required
+/// for PUT and APPEND), names and sizes pass [`WriteRequest::validate`]. This
+/// is the whole of the handler's decoding; the `decode_write` fuzz target
+/// calls it directly.
+pub fn decode_write(bytes: &[u8]) -> Result<WriteRequest, ApiError> {
+    let body: WriteBody = super::decode_json(bytes).map_err(name_missing_field)?;
+    let data = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
         (Some(text), _) => decode_bytes(text)?,
         (None, Mutation::Delete) => Vec::new(),
         (None, _) => {
@@ -110,15 +112,20 @@ async fn write(
         }
     };
     let req = WriteRequest {
-        lock_id: body.lock_id.clone().unwrap_or_else(|| body.resource_id.clone()),
+        lock_id: body.lock_id.unwrap_or_else(|| body.resource_id.clone()),
         resource_id: body.resource_id,
         token: body.fencing_token,
         sequence: body.sequence,
         file_path: body.write_payload.file_path,
         mutation: body.write_payload.mutation_type,
-        bytes,
+        bytes: data,
     };
     req.validate().map_err(storage_error)?;
+    Ok(req)
+}
+
+async fn write(State(service): State<StorageService>, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
+    let req = decode_write(&body)?;
     let resource_id = req.resource_id.clone();
     let presented = req.token;
     let recorded = service.write(req).await.map_err(storage_error)?;

@@ -102,7 +102,7 @@ async fn write(State(f): S, Json(b): Json<Value>) -> (StatusCode, Json<Value>) {
     (r.high_water, r.sequence) = (token.max(r.high_water), seq);
     let p = &b["write_payload"];
     let path = p["file_path"].as_str().unwrap().to_string();
-    let bytes = base64::engine::general_purpose::STANDARD.decode(p["bytes"].as_str().unwrap()).unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD.decode(p["bytes"].as_str().unwrap_or("")).unwrap();
     match p["mutation_type"].as_str().unwrap() {
         "PUT" => drop(r.files.insert(path, bytes)),
         "APPEND" => r.files.entry(path).or_default().extend(bytes),

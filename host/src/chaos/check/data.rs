@@ -12,7 +12,7 @@
 
 use super::{Report, admission_key};
 use crate::chaos::history::{Op, OpKind, Outcome, Phase};
-use crate::chaos::wire::MutationType;
+use crate::storage::Mutation;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 struct File<'a> {
@@ -27,7 +27,7 @@ fn files<'a>(ops: &[&'a Op]) -> BTreeMap<(String, String), File<'a>> {
         let key = (op.resource.clone(), op.file_path.clone().unwrap_or_default());
         let file =
             files.entry(key).or_insert_with(|| File { writes: vec![], by_value: HashMap::new(), append_log: true });
-        file.append_log &= op.mutation == Some(MutationType::Append);
+        file.append_log &= op.mutation == Some(Mutation::Append);
         if let Some(v) = op.value.as_deref() {
             file.by_value.insert(v.trim_end_matches('\n'), op);
         }
@@ -40,7 +40,7 @@ fn describe(op: &Op) -> String {
     format!(
         "{} {:?} token {} seq {} ({:?})",
         op.client,
-        op.mutation.unwrap_or(MutationType::Put),
+        op.mutation.unwrap_or(Mutation::Put),
         op.token.unwrap_or(0),
         op.sequence.unwrap_or(0),
         op.outcome
@@ -137,9 +137,9 @@ pub fn check_reads(ops: &[&Op], fencing: bool, report: &mut Report) {
                     }
                 }
             },
-            (None, Some(last)) if last.mutation != Some(MutationType::Delete) => {
+            (None, Some(last)) if last.mutation != Some(Mutation::Delete) => {
                 let deleted_later = file.writes.iter().any(|d| {
-                    d.mutation == Some(MutationType::Delete)
+                    d.mutation == Some(Mutation::Delete)
                         && d.outcome != Outcome::Fail
                         && admission_key(d) >= admission_key(last)
                         && d.start_us < read.end_us
@@ -205,7 +205,7 @@ pub fn check_final(ops: &[&Op], report: &mut Report) {
 
 fn outcome_value(w: &Op) -> Option<&str> {
     match w.mutation {
-        Some(MutationType::Delete) => None,
+        Some(Mutation::Delete) => None,
         _ => w.value.as_deref(),
     }
 }

@@ -329,7 +329,7 @@ impl DirectCalls {
         let size32 = i32::try_from(size).map_err(|_| broken(format!("{size} bytes do not fit a 32-bit memory")))?;
         let ptr = self.realloc.call(&mut *store, (0, 0, align as i32, size32))? as u32 as usize;
         let len = self.memory.data_size(&*store);
-        if ptr % align != 0 || ptr.checked_add(size).is_none_or(|end| end > len) {
+        if !ptr.is_multiple_of(align) || ptr.checked_add(size).is_none_or(|end| end > len) {
             return Err(broken(format!("cabi_realloc returned {ptr:#x} for {size} bytes")));
         }
         Ok(ptr)
@@ -339,7 +339,7 @@ impl DirectCalls {
 /// The `size` bytes at `ptr`, which must be aligned to `align` and in bounds.
 fn view(mem: &[u8], ptr: i32, (size, align): (usize, usize)) -> wasmtime::Result<&[u8]> {
     let at = ptr as u32 as usize;
-    if at % align != 0 {
+    if !at.is_multiple_of(align) {
         return Err(broken(format!("misaligned return pointer {at:#x}")));
     }
     mem.get(at..at + size).ok_or_else(|| broken(format!("return pointer {at:#x} out of bounds")))

@@ -120,6 +120,7 @@ thread_local! {
     static HOT: RefCell<Option<(u64, Box<Worker>)>> = const { RefCell::new(None) };
 }
 
+#[expect(clippy::large_enum_variant, reason = "workers are boxed, and the variant never changes")]
 enum Calls {
     Direct(DirectCalls),
     Component(ComponentCalls),

@@ -9,7 +9,8 @@
 //! - [`rules`]: the pure admission rules (`admit`, `admit_batch`, `admit_stream`)
 //!   and their types. Every host, native or Wasm, decides with this code.
 //! - `component` (wasm only): the WIT bindings in a private `mod bindings`
-//!   and the conversions between WIT and rule types.
+//!   and the `lock-name` resource; its submodule `exports` (`exports.rs`)
+//!   holds the export bodies and the one place WIT and rule types convert.
 //! - `runtime` (wasm only): the allocator, panic handler, `memcmp`/`bcmp` and
 //!   `cabi_realloc` a zero-import component needs.
 

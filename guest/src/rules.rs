@@ -341,17 +341,6 @@ pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes
 }
 
 impl Verdict {
-    /// The stream verdict of a code, or `None` for a code a stream never yields.
-    pub fn from_code(c: u8) -> Option<Verdict> {
-        match c {
-            code::ADMITTED | code::ADMITTED_NEW_TERM => Some(Verdict::Admitted),
-            code::INVALID_TOKEN => Some(Verdict::InvalidToken),
-            code::STALE_TOKEN => Some(Verdict::StaleToken),
-            code::TOKEN_REUSED => Some(Verdict::TokenReused),
-            _ => None,
-        }
-    }
-
     /// The verdicts of a stream's codes, or `None` if any code is not a
     /// stream verdict. One check over all codes, then a table lookup each.
     pub fn from_codes(codes: &[u8]) -> Option<Vec<Verdict>> {
@@ -377,4 +366,21 @@ pub fn admit_stream(high_water: u64, tokens: &[u64], policy: Policy) -> StreamOu
     let high_water = admit_stream_codes(high_water, tokens, policy, &mut codes);
     let verdicts = Verdict::from_codes(&codes).expect("stream codes are stream verdicts");
     StreamOutcome { verdicts, high_water }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_codes_map_to_verdicts_and_others_are_refused() {
+        let codes =
+            [code::ADMITTED, code::ADMITTED_NEW_TERM, code::INVALID_TOKEN, code::STALE_TOKEN, code::TOKEN_REUSED];
+        let want =
+            [Verdict::Admitted, Verdict::Admitted, Verdict::InvalidToken, Verdict::StaleToken, Verdict::TokenReused];
+        assert_eq!(Verdict::from_codes(&codes).as_deref(), Some(&want[..]));
+        assert_eq!(Verdict::from_codes(&[code::ADMITTED, code::WRONG_LOCK]), None);
+        assert_eq!(Verdict::from_codes(&[code::SEQUENCE_REGRESSED]), None);
+        assert_eq!(Verdict::from_codes(&[7]), None);
+    }
 }

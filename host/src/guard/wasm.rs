@@ -420,7 +420,7 @@ fn build_worker_from(
 
 /// A plugin's answer that breaks the contract (wrong length, unknown code):
 /// the call fails closed like a trap.
-fn contract(what: &str) -> wasmtime::Error {
+pub(super) fn contract(what: impl std::fmt::Display) -> wasmtime::Error {
     wasmtime::Error::msg(format!("plugin broke the fencing:guard contract: {what}"))
 }
 

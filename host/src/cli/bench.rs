@@ -5,7 +5,7 @@
 //! on etcd), then runs each scenario in turn and prints one Markdown table.
 //! Server and load generator share the machine's cores.
 
-use crate::bench::locks::{self, Report};
+use crate::bench::locks::{self, Report, Scenario};
 use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService};
 use crate::telemetry::Metrics;
 use anyhow::Context;
@@ -27,9 +27,14 @@ enum BenchCommand {
     Writes(crate::bench::writes::WritesArgs),
     /// Acquire+release cycles with N clients on distinct locks and on one shared lock.
     Locks {
-        /// Concurrent clients (one keep-alive connection each).
+        /// Concurrent clients (each runs acquire -> release in a loop).
         #[arg(long, default_value_t = 32)]
         clients: usize,
+        /// Clients per keep-alive connection, their requests pipelined
+        /// (HTTP/1.1); a comma-separated list runs the distinct-locks scenario
+        /// once per value. The shared-lock scenario always uses 1.
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        pipeline: Vec<usize>,
         /// Seconds per scenario.
         #[arg(long, default_value_t = 5)]
         seconds: u64,
@@ -48,14 +53,15 @@ enum BenchCommand {
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Writes(a) => crate::bench::writes::run(a),
-        BenchCommand::Locks { clients, seconds, lease_ms, etcd_endpoints, threads } => {
-            bench_locks(clients, seconds, lease_ms, etcd_endpoints, threads)
+        BenchCommand::Locks { clients, pipeline, seconds, lease_ms, etcd_endpoints, threads } => {
+            bench_locks(clients, &pipeline, seconds, lease_ms, etcd_endpoints, threads)
         }
     }
 }
 
 fn bench_locks(
     clients: usize,
+    pipeline: &[usize],
     seconds: u64,
     lease_ms: u64,
     etcd_endpoints: Option<Vec<String>>,
@@ -63,6 +69,9 @@ fn bench_locks(
 ) -> anyhow::Result<ExitCode> {
     if clients == 0 || seconds == 0 {
         return Err(super::usage("--clients and --seconds must be at least 1"));
+    }
+    if pipeline.iter().any(|&k| k == 0 || k > clients) {
+        return Err(super::usage("--pipeline values must be between 1 and --clients"));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
     rt.block_on(async move {
@@ -80,9 +89,11 @@ fn bench_locks(
         }
         let mut reports: Vec<Report> = Vec::new();
         for (name, addr) in &backends {
-            for shared in [false, true] {
-                let r = locks::run(*addr, name, clients, shared, lease_ms, duration).await?;
-                eprintln!("{name} {}: {:.0} acquisitions/s", r.scenario, r.per_second());
+            let distinct = pipeline.iter().map(|&k| (false, k));
+            for (shared, pipeline) in distinct.chain([(true, 1)]) {
+                let scenario = Scenario { clients, shared, pipeline, lease_ms, duration };
+                let r = locks::run(*addr, name, scenario).await?;
+                eprintln!("{name} {} pipeline {pipeline}: {:.0} acquisitions/s", r.scenario, r.per_second());
                 reports.push(r);
             }
         }
@@ -96,6 +107,6 @@ async fn spawn_server(svc: Arc<dyn LockService>) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("bind loopback")?;
     let addr = listener.local_addr()?;
     let app = crate::http::locks::router(svc);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(crate::http::serve_until(listener, app, std::future::pending()));
     Ok(addr)
 }

@@ -97,16 +97,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// Decodes JSON, naming the path of the first field that failed.
+/// Decodes JSON, naming the path of the first field that failed. Anything but
+/// whitespace after the value is refused as malformed.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let field = if path == "." || path.is_empty() { None } else { Some(path) };
         let code = if inner.is_syntax() || inner.is_eof() { "malformed_json" } else { "invalid_field" };
         ApiError { status: StatusCode::BAD_REQUEST, code, message: inner.to_string(), field }
-    })
+    })?;
+    de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()))?;
+    Ok(value)
 }
 
 /// Maps axum's own JSON rejection (for handlers that use `axum::Json`).
@@ -116,8 +119,26 @@ pub fn json_rejection(e: JsonRejection) -> ApiError {
 
 /// Serves `app` on `listener` until ctrl-c or SIGTERM.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
+    serve_until(listener, app, shutdown_signal()).await
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, with the body limit
+/// applied and Nagle's algorithm off on every connection: a response written
+/// in more than one segment (pipelined requests, streamed bodies) must not
+/// wait for the peer's delayed ACK.
+pub async fn serve_until(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let app = app.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES));
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 async fn shutdown_signal() {
@@ -126,5 +147,47 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term.recv() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        #[allow(dead_code)]
+        outer: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Inner {
+        #[allow(dead_code)]
+        n: u64,
+    }
+
+    #[test]
+    fn decode_json_accepts_a_valid_body() {
+        assert!(decode_json::<Body>(br#"{"outer":{"n":7}}"#).is_ok());
+    }
+
+    #[test]
+    fn decode_json_names_the_failing_field() {
+        let e = decode_json::<Body>(br#"{"outer":{"n":"seven"}}"#).unwrap_err();
+        assert_eq!((e.status, e.code, e.field.as_deref()), (StatusCode::BAD_REQUEST, "invalid_field", Some("outer.n")));
+    }
+
+    #[test]
+    fn decode_json_refuses_bytes_after_the_value() {
+        let e = decode_json::<Body>(br#"{"outer":{"n":7}} {"outer":{"n":8}}"#).unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "malformed_json"));
+        assert!(decode_json::<Body>(b"{\"outer\":{\"n\":7}}\n ").is_ok(), "trailing whitespace is not data");
+    }
+
+    #[test]
+    fn decode_json_reports_malformed_json() {
+        let e = decode_json::<Body>(br#"{"outer":"#).unwrap_err();
+        assert_eq!(e.code, "malformed_json");
     }
 }

@@ -76,11 +76,10 @@ pub fn admit_batch(
     writes: Vec<wit::BatchWrite>,
     policy: wit::Policy,
 ) -> wit::BatchOutcome {
-    // `wit::BatchWrite` and `rules::BatchWrite` have the same fields; convert in place of a copy.
-    let writes: Vec<rules::BatchWrite> =
-        writes.into_iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence }).collect();
+    // `wit::BatchWrite` and `rules::BatchWrite` have the same fields: the rules read the lifted list as it is.
+    let writes = writes.iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence });
     let mut verdicts = Vec::new();
-    let fence = rules::admit_batch_codes(current.map(state), wrong_lock, &writes, policy.into(), &mut verdicts);
+    let fence = rules::admit_batch_codes(current.map(state), wrong_lock, writes, policy.into(), &mut verdicts);
     wit::BatchOutcome {
         verdicts,
         fence: fence.map(|f| wit::FenceState { high_water: f.high_water, sequence: f.sequence }),

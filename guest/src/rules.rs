@@ -112,17 +112,19 @@ pub struct BatchOutcome {
     pub fence: Option<FenceState>,
 }
 
-/// A compact verdict of the token-stream fast path.
+/// A compact verdict of the token-stream fast path. Each discriminant is the
+/// verdict code ([`code`]) it stands for, so codes convert without a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum Verdict {
     /// Admitted; the high-water mark is now this token.
-    Admitted,
+    Admitted = code::ADMITTED,
     /// The token is zero.
-    InvalidToken,
+    InvalidToken = code::INVALID_TOKEN,
     /// Below the high-water mark.
-    StaleToken,
+    StaleToken = code::STALE_TOKEN,
     /// Strict policy: equal to the high-water mark.
-    TokenReused,
+    TokenReused = code::TOKEN_REUSED,
 }
 
 /// The outcome of [`admit_stream`].
@@ -170,27 +172,67 @@ pub fn decide(
     admit_token(state, token, sequence, policy)
 }
 
-/// The numeric rule shared by [`admit`] and [`admit_batch`], once the token is
-/// known to be non-zero and the lock to match.
+/// The numeric rule of [`admit`] for a resource with a fence whose lock
+/// matches, as a full decision.
 #[inline]
 fn admit_token(fence: FenceState, token: u64, sequence: Option<u64>, policy: Policy) -> Result<Admission, Rejection> {
-    let high_water = fence.high_water;
-    if token > high_water {
-        return Ok(Admission { high_water: token, sequence, new_term: true });
+    let strict = policy == Policy::StrictlyIncreasing;
+    let c = rule_code(fence.high_water, fence.sequence, token, sequence, strict);
+    decision_of(c, Some(fence), BatchWrite { token, sequence }).expect("a rule code is possible for its own inputs")
+}
+
+/// The numeric rule, written once: the verdict code of `token` (with
+/// `sequence`) against a fence at `high_water` whose last admitted sequence is
+/// `last`, once the lock is known to match. Every form (single, batch, stream)
+/// decides with it or, for the stream, with its sequence-less special case.
+#[inline]
+fn rule_code(high_water: u64, last: Option<u64>, token: u64, sequence: Option<u64>, strict: bool) -> u8 {
+    if token == 0 {
+        code::INVALID_TOKEN
+    } else if token > high_water {
+        code::ADMITTED_NEW_TERM
+    } else if token < high_water {
+        code::STALE_TOKEN
+    } else if strict {
+        code::TOKEN_REUSED
+    } else if sequence_regressed(last, sequence) {
+        code::SEQUENCE_REGRESSED
+    } else {
+        code::ADMITTED
     }
-    if token < high_water {
-        return Err(Rejection::StaleToken { presented: token, high_water });
+}
+
+/// Within one token: whether `presented` fails to advance past `last`. A
+/// write without a sequence cannot follow one that had a sequence.
+#[inline]
+fn sequence_regressed(last: Option<u64>, presented: Option<u64>) -> bool {
+    match (last, presented) {
+        (Some(last), Some(next)) => next <= last,
+        (Some(_), None) => true,
+        (None, _) => false,
     }
-    if policy == Policy::StrictlyIncreasing {
-        return Err(Rejection::TokenReused { presented: token, high_water });
-    }
-    match (fence.sequence, sequence) {
-        (Some(last), Some(next)) if next <= last => {
-            Err(Rejection::SequenceRegressed { token, presented: Some(next), last })
+}
+
+/// The full decision a verdict code stands for, with its evidence: an
+/// admitted write's fence is its own token and sequence; a rejected one was
+/// compared with `fence`, the fence it was decided against. `None` when the
+/// code is unknown or impossible against `fence`.
+#[inline]
+fn decision_of(c: u8, fence: Option<FenceState>, write: BatchWrite) -> Option<Result<Admission, Rejection>> {
+    let BatchWrite { token, sequence } = write;
+    Some(match c {
+        code::ADMITTED | code::ADMITTED_NEW_TERM => {
+            Ok(Admission { high_water: token, sequence, new_term: c == code::ADMITTED_NEW_TERM })
         }
-        (Some(last), None) => Err(Rejection::SequenceRegressed { token, presented: None, last }),
-        _ => Ok(Admission { high_water: token, sequence, new_term: false }),
-    }
+        code::INVALID_TOKEN => Err(Rejection::InvalidToken),
+        code::WRONG_LOCK => Err(Rejection::WrongLock),
+        code::STALE_TOKEN => Err(Rejection::StaleToken { presented: token, high_water: fence?.high_water }),
+        code::TOKEN_REUSED => Err(Rejection::TokenReused { presented: token, high_water: fence?.high_water }),
+        code::SEQUENCE_REGRESSED => {
+            Err(Rejection::SequenceRegressed { token, presented: sequence, last: fence?.sequence? })
+        }
+        _ => return None,
+    })
 }
 
 /// The verdict bytes of the batch and stream forms (`verdict-code` in the WIT).
@@ -211,52 +253,39 @@ pub mod code {
     pub const SEQUENCE_REGRESSED: u8 = 6;
 }
 
-/// The code of one decision: `new_term` separates the two admitted codes.
-fn code_of(decision: &Result<Admission, Rejection>) -> u8 {
-    match decision {
-        Ok(a) => a.new_term as u8,
-        Err(Rejection::InvalidToken) => code::INVALID_TOKEN,
-        Err(Rejection::WrongLock) => code::WRONG_LOCK,
-        Err(Rejection::StaleToken { .. }) => code::STALE_TOKEN,
-        Err(Rejection::TokenReused { .. }) => code::TOKEN_REUSED,
-        Err(Rejection::SequenceRegressed { .. }) => code::SEQUENCE_REGRESSED,
-    }
-}
-
 /// Decides `writes` to one resource, in order, appending one verdict code per
 /// write to `codes`, and returns the fence left after the batch.
 ///
 /// `current` is the numeric part of the stored fence (`None`: no fence) and
 /// `wrong_lock` whether the stored fence is bound to another lock than the
 /// batch's. Each write is decided by the same rule as [`admit`], against the
-/// fence left by the writes admitted before it.
+/// fence left by the writes admitted before it. `writes` is any exact-size
+/// sequence, so a caller holding writes in another form need not copy them.
 pub fn admit_batch_codes(
     current: Option<FenceState>,
     wrong_lock: bool,
-    writes: &[BatchWrite],
+    writes: impl ExactSizeIterator<Item = BatchWrite>,
     policy: Policy,
     codes: &mut Vec<u8>,
 ) -> Option<FenceState> {
     codes.reserve(writes.len());
-    let mut state = current;
-    for write in writes {
-        let code = if write.token == 0 {
-            code::INVALID_TOKEN
-        } else if wrong_lock {
-            code::WRONG_LOCK
-        } else {
-            let decided = match state {
-                None => Ok(Admission { high_water: write.token, sequence: write.sequence, new_term: true }),
-                Some(s) => admit_token(s, write.token, write.sequence, policy),
-            };
-            if let Ok(a) = &decided {
-                state = Some(FenceState { high_water: a.high_water, sequence: a.sequence });
-            }
-            code_of(&decided)
-        };
-        codes.push(code);
+    if wrong_lock {
+        codes.extend(writes.map(|w| if w.token == 0 { code::INVALID_TOKEN } else { code::WRONG_LOCK }));
+        return current;
     }
-    state
+    let strict = policy == Policy::StrictlyIncreasing;
+    // No fence decides like a fence at high-water 0: every non-zero token is
+    // above it and starts a term, whatever the stored sequence.
+    let mut fenced = current.is_some();
+    let (mut high_water, mut last) = current.map_or((0, None), |f| (f.high_water, f.sequence));
+    codes.extend(writes.map(|w| {
+        let c = rule_code(high_water, last, w.token, w.sequence, strict);
+        if c <= code::ADMITTED_NEW_TERM {
+            (high_water, last, fenced) = (w.token, w.sequence, true);
+        }
+        c
+    }));
+    fenced.then_some(FenceState { high_water, sequence: last })
 }
 
 /// Turns verdict codes back into full decisions with their evidence, which
@@ -275,28 +304,11 @@ pub fn expand_batch(
     }
     let mut state = current;
     let mut out = Vec::with_capacity(writes.len());
-    for (write, &c) in writes.iter().zip(codes) {
-        let decision = match c {
-            code::ADMITTED | code::ADMITTED_NEW_TERM => {
-                state = Some(FenceState { high_water: write.token, sequence: write.sequence });
-                Ok(Admission {
-                    high_water: write.token,
-                    sequence: write.sequence,
-                    new_term: c == code::ADMITTED_NEW_TERM,
-                })
-            }
-            code::INVALID_TOKEN => Err(Rejection::InvalidToken),
-            code::WRONG_LOCK => Err(Rejection::WrongLock),
-            code::STALE_TOKEN => Err(Rejection::StaleToken { presented: write.token, high_water: state?.high_water }),
-            code::TOKEN_REUSED => Err(Rejection::TokenReused { presented: write.token, high_water: state?.high_water }),
-            code::SEQUENCE_REGRESSED => Err(Rejection::SequenceRegressed {
-                token: write.token,
-                presented: write.sequence,
-                last: state?.sequence?,
-            }),
-            _ => return None,
-        };
-        out.push(decision);
+    for (&write, &c) in writes.iter().zip(codes) {
+        out.push(decision_of(c, state, write)?);
+        if c <= code::ADMITTED_NEW_TERM {
+            state = Some(FenceState { high_water: write.token, sequence: write.sequence });
+        }
     }
     Some(out)
 }
@@ -308,7 +320,7 @@ pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], p
     let wrong_lock = current.is_some_and(|f| f.lock != lock);
     let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
     let mut codes = Vec::new();
-    let fence = admit_batch_codes(state, wrong_lock, writes, policy, &mut codes);
+    let fence = admit_batch_codes(state, wrong_lock, writes.iter().copied(), policy, &mut codes);
     let verdicts = expand_batch(state, writes, &codes).expect("codes made by admit_batch_codes expand");
     BatchOutcome { verdicts, fence }
 }
@@ -318,44 +330,44 @@ pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], p
 /// [`admit`] for sequence-less tokens on a resource whose lock matches and
 /// whose fence holds no sequence (`high_water` 0: no fence).
 pub fn admit_stream_codes(high_water: u64, tokens: &[u64], policy: Policy, codes: &mut Vec<u8>) -> u64 {
+    let reused = if policy == Policy::StrictlyIncreasing { code::TOKEN_REUSED } else { code::ADMITTED };
+    let start = codes.len();
+    codes.resize(start + tokens.len(), 0);
+    // The high-water mark before token i is the largest of `high_water` and
+    // the tokens before i: an admitted token raises it to itself, and a
+    // refused one is 0 or not above it. So the only value carried from one
+    // token to the next is a running max (a compare and a select), and every
+    // verdict is computed from it without branches.
     let mut hw = high_water;
-    let strict = policy == Policy::StrictlyIncreasing;
-    codes.reserve(tokens.len());
-    // Branches, not selects: streams are mostly admitted tokens, so the
-    // branches predict well, and a select would chain every token's compare
-    // to the previous token's high-water update.
-    codes.extend(tokens.iter().map(|&t| {
-        if t == 0 {
-            code::INVALID_TOKEN
-        } else if t < hw {
-            code::STALE_TOKEN
-        } else if t == hw && strict {
-            code::TOKEN_REUSED
-        } else {
-            let new_term = (t > hw) as u8;
-            hw = t;
-            new_term
-        }
-    }));
+    for (c, &t) in codes[start..].iter_mut().zip(tokens) {
+        let above = if t > hw { code::ADMITTED_NEW_TERM } else { code::STALE_TOKEN };
+        let at_or_above = if t == hw { reused } else { above };
+        *c = if t == 0 { code::INVALID_TOKEN } else { at_or_above };
+        hw = hw.max(t);
+    }
     hw
 }
 
 impl Verdict {
     /// The verdicts of a stream's codes, or `None` if any code is not a
-    /// stream verdict. One check over all codes, then a table lookup each.
+    /// stream verdict.
     pub fn from_codes(codes: &[u8]) -> Option<Vec<Verdict>> {
-        const TABLE: [Verdict; 6] = [
-            Verdict::Admitted,
-            Verdict::Admitted,
-            Verdict::InvalidToken,
-            Verdict::InvalidToken, // WRONG_LOCK: refused by the check below.
-            Verdict::StaleToken,
-            Verdict::TokenReused,
-        ];
-        if codes.iter().any(|&c| c > code::TOKEN_REUSED || c == code::WRONG_LOCK) {
+        // Both passes are branch-free over the bytes, so they vectorize.
+        let unknown = codes.iter().fold(false, |bad, &c| bad | (c > code::TOKEN_REUSED) | (c == code::WRONG_LOCK));
+        if unknown {
             return None;
         }
-        Some(codes.iter().map(|&c| TABLE[c as usize]).collect())
+        Some(
+            codes
+                .iter()
+                .map(|&c| match c {
+                    code::INVALID_TOKEN => Verdict::InvalidToken,
+                    code::STALE_TOKEN => Verdict::StaleToken,
+                    code::TOKEN_REUSED => Verdict::TokenReused,
+                    _ => Verdict::Admitted, // ADMITTED or ADMITTED_NEW_TERM, after the check above
+                })
+                .collect(),
+        )
     }
 }
 

@@ -25,7 +25,6 @@ use super::{
     AcquireRequest, Acquired, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
     Renewed, Status,
 };
-use prometheus_client::metrics::gauge::Gauge;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
@@ -80,7 +79,6 @@ struct Entry {
     /// The most recent lease that expired, to tell "expired" from "wrong" on renew/release.
     expired_lease: Option<u128>,
     waiters: VecDeque<(u64, Arc<Notify>)>,
-    gauge: Option<Gauge<u64, AtomicU64>>,
 }
 
 impl Entry {
@@ -373,12 +371,7 @@ impl Inner {
             lease_ms: req.lease_duration_ms,
             expires: now + Duration::from_millis(req.lease_duration_ms),
         });
-        if entry.gauge.is_none() {
-            entry.gauge = self.metrics.token_gauge(&req.resource_id);
-        }
-        if let Some(g) = &entry.gauge {
-            g.set(token);
-        }
+        self.metrics.record_token(&req.resource_id, token);
         self.metrics.acquisitions.inc();
         Ok(self.grant_body(req, lease, token))
     }
@@ -413,7 +406,7 @@ fn shard_entry<'a>(shard: &'a mut Shard, resource_id: &str, inner: &Inner) -> &'
         let start = inner.base.max(shard.evicted_max);
         shard.map.insert(
             resource_id.to_string(),
-            Entry { holder: None, last_token: start, expired_lease: None, waiters: VecDeque::new(), gauge: None },
+            Entry { holder: None, last_token: start, expired_lease: None, waiters: VecDeque::new() },
         );
     }
     shard.map.get_mut(resource_id).expect("inserted above")

@@ -4,11 +4,13 @@
 //! acquisition found the lock held or in grace), `expiries`, `renewals`,
 //! `releases`, and the gauge `current_token{lock}`.
 //!
-//! Invariant: the per-lock gauge has bounded cardinality. Only the first
-//! [`MAX_TOKEN_SERIES`] distinct locks get a series ([`SeriesBound`] with
-//! [`WhenFull::RefuseNew`]); later locks are counted in `token_series_dropped`
-//! instead, so a client cannot grow the registry without bound by inventing
-//! lock names.
+//! Invariant: the per-lock gauge has bounded cardinality. The
+//! [`MAX_TOKEN_SERIES`] most recently granted locks have a series
+//! ([`SeriesBound`] with [`WhenFull::EvictLeastRecent`]); granting another lock
+//! removes the series of the least recently granted one and counts it in
+//! `token_series_evicted`, so a client cannot grow the registry without bound
+//! by inventing lock names, and a long-running server still shows the locks
+//! in use.
 
 use crate::telemetry::{Metrics, SeriesBound, WhenFull};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -34,7 +36,7 @@ pub struct LockMetrics {
     pub expiries: Counter,
     pub renewals: Counter,
     pub releases: Counter,
-    token_series_dropped: Counter,
+    token_series_evicted: Counter,
     tokens: Family<LockLabel, Gauge<u64, AtomicU64>>,
     series: Arc<Mutex<SeriesBound<()>>>,
 }
@@ -47,9 +49,9 @@ impl Default for LockMetrics {
             expiries: Counter::default(),
             renewals: Counter::default(),
             releases: Counter::default(),
-            token_series_dropped: Counter::default(),
+            token_series_evicted: Counter::default(),
             tokens: Family::default(),
-            series: Arc::new(Mutex::new(SeriesBound::new(MAX_TOKEN_SERIES, WhenFull::RefuseNew))),
+            series: Arc::new(Mutex::new(SeriesBound::new(MAX_TOKEN_SERIES, WhenFull::EvictLeastRecent))),
         }
     }
 }
@@ -66,29 +68,26 @@ impl LockMetrics {
             reg.register("renewals", "Successful lease renewals", m.renewals.clone());
             reg.register("releases", "Successful releases", m.releases.clone());
             reg.register(
-                "token_series_dropped",
-                "Grants on locks beyond the per-lock series limit",
-                m.token_series_dropped.clone(),
+                "token_series_evicted",
+                "Per-lock token series removed to stay within the series limit",
+                m.token_series_evicted.clone(),
             );
             reg.register("current_token", "Latest fencing token issued per lock", m.tokens.clone());
         });
         m
     }
 
-    /// A gauge for `lock`'s current token, or `None` once the series limit is reached.
-    pub fn token_gauge(&self, lock: &str) -> Option<Gauge<u64, AtomicU64>> {
-        if self.series.lock().expect("token series lock").touch(lock, || ()).is_none() {
-            self.token_series_dropped.inc();
-            return None;
-        }
-        Some(self.tokens.get_or_create(&LockLabel { lock: lock.to_string() }).clone())
-    }
-
-    /// Records a grant of `token` on `lock` (the etcd backend, which keeps no per-lock entry).
+    /// Records a grant of `token` on `lock`, making `lock` the most recently
+    /// granted. The bound and the family change under one mutex, so a series
+    /// exists exactly for the tracked locks.
     pub fn record_token(&self, lock: &str, token: u64) {
-        if let Some(g) = self.token_gauge(lock) {
-            g.set(token);
+        let mut series = self.series.lock().expect("token series lock");
+        let Some(touched) = series.touch(lock, || ()) else { return };
+        if let Some(victim) = touched.evicted {
+            self.tokens.remove(&LockLabel { lock: victim });
+            self.token_series_evicted.inc();
         }
+        self.tokens.get_or_create(&LockLabel { lock: lock.to_owned() }).set(token);
     }
 }
 
@@ -97,20 +96,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn token_series_are_bounded_to_the_first_locks() {
+    fn token_series_keep_the_most_recently_granted_locks() {
         let metrics = Metrics::new();
         let m = LockMetrics::register(&metrics);
         for i in 0..MAX_TOKEN_SERIES {
             m.record_token(&format!("lock-{i}"), 7);
         }
-        assert!(m.token_gauge("one-too-many").is_none(), "a new lock beyond the limit gets no series");
-        m.record_token("another", 3);
-        m.record_token("lock-0", 9);
+        m.record_token("lock-0", 9); // lock-0 is now the most recent; lock-1 the least
+        m.record_token("new-lock", 3);
         let text = metrics.encode();
         assert!(text.contains("fencing_locks_current_token{lock=\"lock-0\"} 9"), "{text}");
-        assert!(text.contains("lock=\"lock-255\""), "{text}");
-        assert!(!text.contains("one-too-many") && !text.contains("another"), "{text}");
+        assert!(text.contains("fencing_locks_current_token{lock=\"new-lock\"} 3"), "{text}");
+        assert!(!text.contains("lock=\"lock-1\""), "the least recently granted lock lost its series: {text}");
+        assert!(text.contains("lock=\"lock-2\""), "{text}");
         assert_eq!(text.matches("fencing_locks_current_token{").count(), MAX_TOKEN_SERIES, "{text}");
-        assert!(text.contains("fencing_locks_token_series_dropped_total 2"), "{text}");
+        assert!(text.contains("fencing_locks_token_series_evicted_total 1"), "{text}");
+        m.record_token("lock-1", 11); // back, evicting lock-2
+        let text = metrics.encode();
+        assert!(text.contains("fencing_locks_current_token{lock=\"lock-1\"} 11"), "{text}");
+        assert!(!text.contains("lock=\"lock-2\""), "{text}");
+        assert!(text.contains("fencing_locks_token_series_evicted_total 2"), "{text}");
     }
 }

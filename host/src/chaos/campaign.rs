@@ -18,6 +18,7 @@ use anyhow::Context;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -109,6 +110,12 @@ fn spawn_client(
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
+        // Each client in a process group of its own: the nemesis stops
+        // clients with SIGSTOP, and a process group that becomes orphaned
+        // while one of its members is stopped gets SIGHUP from the kernel. In
+        // the campaign's group that would kill the campaign itself when the
+        // shell that started it exits (a backgrounded or detached run).
+        .process_group(0)
         .spawn()
         .context("spawn a client process")
 }

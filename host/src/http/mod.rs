@@ -11,7 +11,7 @@ pub mod storage;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -57,7 +57,13 @@ impl IntoResponse for ApiError {
         if let Some(field) = self.field {
             error["field"] = json!(field);
         }
-        (self.status, axum::Json(json!({ "error": error }))).into_response()
+        let mut response = (self.status, axum::Json(json!({ "error": error }))).into_response();
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body was never read, so the connection cannot
+            // carry another request: say so, and a client will not reuse it.
+            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+        }
+        response
     }
 }
 

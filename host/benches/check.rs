@@ -82,10 +82,8 @@ criterion_main!(benches);
 fn probe(c: &mut Criterion) {
     let wasm = WasmGuard::embedded(None).expect("load embedded guard");
     assert_eq!(wasm.call_path(), CallPath::Direct);
-    let limits = WasmLimits::default();
-    let engine = WasmGuard::engine(&limits).unwrap();
-    let plugin = Plugin::embedded(&engine, None).unwrap();
-    let component = WasmGuard::with_path(engine.clone(), plugin, limits, CallPath::Component).unwrap();
+    let component = WasmGuard::embedded_on(None, CallPath::Component).unwrap();
+    let engine = component.engine_ref().clone();
     let (fence, seq, writes, tokens) = inputs();
     let mut g = c.benchmark_group("probe");
     g.bench_function("component/single", |b| {

@@ -8,8 +8,8 @@
 //! 0, 1, 2^32, 2^53, 2^63 and u64::MAX. One `WasmGuard` per path serves every case.
 
 use fencing_host::guard::{
-    BatchOutcome, BatchWrite, CallPath, Decision, Fence, FenceState, Guard, NativeGuard, Plugin, Policy, Rejection,
-    Sequencer, StreamOutcome, Verdict, WasmGuard, WasmLimits,
+    BatchOutcome, BatchWrite, CallPath, Decision, Fence, FenceState, Guard, NativeGuard, Policy, Rejection, Sequencer,
+    StreamOutcome, Verdict, WasmGuard,
 };
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -24,10 +24,7 @@ static WASM: LazyLock<WasmGuard> = LazyLock::new(|| {
 
 /// The same component through wasmtime's component runtime.
 static COMPONENT: LazyLock<WasmGuard> = LazyLock::new(|| {
-    let limits = WasmLimits::default();
-    let engine = WasmGuard::engine(&limits).expect("engine");
-    let plugin = Plugin::embedded(&engine, None).expect("embedded plugin");
-    let g = WasmGuard::with_path(engine, plugin, limits, CallPath::Component).expect("component-path guard");
+    let g = WasmGuard::embedded_on(None, CallPath::Component).expect("component-path guard");
     assert_eq!(g.call_path(), CallPath::Component);
     g
 });

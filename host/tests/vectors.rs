@@ -2,7 +2,7 @@
 //! through the embedded component; the vectors' coverage of the rules; the
 //! loader's errors; and the exit codes of `fencing check`.
 
-use fencing_host::guard::{CallPath, Guard, NativeGuard, Plugin, WasmGuard, WasmLimits};
+use fencing_host::guard::{CallPath, Guard, NativeGuard, WasmGuard};
 use fencing_host::vectors::{self, Case, StreamVerdictSpec, VectorError, VerdictSpec};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -42,10 +42,7 @@ fn every_vector_passes_through_the_component_on_both_paths() {
     let failed = failures(&guard);
     assert!(failed.is_empty(), "wasm (direct path) failures:\n{}", failed.join("\n"));
 
-    let limits = WasmLimits::default();
-    let engine = WasmGuard::engine(&limits).expect("engine");
-    let plugin = Plugin::embedded(&engine, None).expect("embedded plugin");
-    let guard = WasmGuard::with_path(engine, plugin, limits, CallPath::Component).expect("component-path guard");
+    let guard = WasmGuard::embedded_on(None, CallPath::Component).expect("component-path guard");
     assert_eq!(guard.call_path(), CallPath::Component);
     let failed = failures(&guard);
     assert!(failed.is_empty(), "wasm (component path) failures:\n{}", failed.join("\n"));

@@ -7,10 +7,25 @@ use super::abi::{
     self, AdmitParams, AdmitResults, BatchParams, BatchResults, FenceArg, LockParams, LockResults, SequencerArg,
     StreamParams, StreamResults,
 };
-use super::wasm::{LockMap, StoreState};
+use super::wasm::{Interning, LockMap, StoreState};
 use super::{BatchWrite, Decision, Fence, FenceState, Policy, Sequencer};
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Func, Instance, ResourceAny, TypedFunc};
+
+impl Interning for ComponentCalls {
+    type Handle = ResourceAny;
+
+    fn interned_locks(&mut self) -> &mut LockMap<ResourceAny> {
+        &mut self.locks
+    }
+
+    fn construct(&mut self, store: &mut Store<StoreState>, name: &str) -> wasmtime::Result<ResourceAny> {
+        // SAFETY: `lock_name` was type-checked against `LockParams`/`LockResults` in `new`.
+        let f: TypedFunc<LockParams<'_>, LockResults> = unsafe { TypedFunc::new_unchecked(self.lock_name) };
+        let (handle,) = f.call(&mut *store, (name,))?;
+        Ok(handle)
+    }
+}
 
 /// The export indices of the four functions, resolved once per plugin.
 #[derive(Clone, Copy)]
@@ -53,19 +68,6 @@ impl ComponentCalls {
         self.locks.len()
     }
 
-    /// The interned handle of `name`, created on first use.
-    #[inline]
-    fn lock(&mut self, store: &mut Store<StoreState>, name: &str) -> wasmtime::Result<ResourceAny> {
-        if let Some(handle) = self.locks.get(name) {
-            return Ok(*handle);
-        }
-        // SAFETY: `lock_name` was type-checked against `LockParams`/`LockResults` in `new`.
-        let f: TypedFunc<LockParams<'_>, LockResults> = unsafe { TypedFunc::new_unchecked(self.lock_name) };
-        let (handle,) = f.call(&mut *store, (name,))?;
-        self.locks.insert(name.into(), handle);
-        Ok(handle)
-    }
-
     /// The fence argument, sharing the presented lock's handle when the names are equal.
     fn fence(
         &mut self,
@@ -74,7 +76,7 @@ impl ComponentCalls {
         presented: (&str, ResourceAny),
     ) -> wasmtime::Result<Option<FenceArg>> {
         let Some(f) = f else { return Ok(None) };
-        let lock = if f.lock == presented.0 { presented.1 } else { self.lock(store, &f.lock)? };
+        let lock = self.fence_lock(store, f, presented)?;
         Ok(Some(FenceArg { lock, high_water: f.high_water, sequence: f.sequence }))
     }
 

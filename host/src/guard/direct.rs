@@ -26,7 +26,8 @@
 //! - lists passed in are allocated by the guest's `cabi_realloc` and owned by
 //!   the guest afterwards; lists passed out are freed by `cabi_post_*`.
 
-use super::wasm::{LockMap, StoreState, contract};
+use super::abi::PolicyArg;
+use super::wasm::{Interning, LockMap, StoreState, contract};
 use super::{Admission, BatchWrite, Decision, Fence, FenceState, Policy, Rejection, Sequencer};
 use std::ops::Range;
 use wasmtime::{Caller, Engine, ExternType, InstancePre, Linker, Memory, Module, Store, TypedFunc, ValType};
@@ -198,20 +199,6 @@ impl DirectCalls {
         self.locks.len()
     }
 
-    /// The rep of `name`'s `lock-name`, constructed on first use.
-    #[inline]
-    fn lock(&mut self, store: &mut Store<StoreState>, name: &str) -> wasmtime::Result<u32> {
-        if let Some(&rep) = self.locks.get(name) {
-            return Ok(rep);
-        }
-        let ptr = self.alloc(store, name.len(), 1)?;
-        self.memory.data_mut(&mut *store)[ptr..ptr + name.len()].copy_from_slice(name.as_bytes());
-        let handle = self.new_lock.call(&mut *store, (ptr as i32, name.len() as i32))?;
-        let rep = store.data().rep(handle)?;
-        self.locks.insert(name.into(), rep);
-        Ok(rep)
-    }
-
     fn fence(
         &mut self,
         store: &mut Store<StoreState>,
@@ -221,7 +208,7 @@ impl DirectCalls {
         Ok(match f {
             None => [0; 5],
             Some(f) => {
-                let rep = if f.lock == presented.0 { presented.1 } else { self.lock(store, &f.lock)? };
+                let rep = self.fence_lock(store, f, presented)?;
                 let (s, v) = option(f.sequence);
                 [1, rep as i64, f.high_water as i64, s, v]
             }
@@ -337,6 +324,23 @@ impl DirectCalls {
     }
 }
 
+impl Interning for DirectCalls {
+    type Handle = u32;
+
+    fn interned_locks(&mut self) -> &mut LockMap<u32> {
+        &mut self.locks
+    }
+
+    /// Lowers `name` into guest memory and calls the constructor; the handle
+    /// it returns names the rep the host keeps.
+    fn construct(&mut self, store: &mut Store<StoreState>, name: &str) -> wasmtime::Result<u32> {
+        let ptr = self.alloc(store, name.len(), 1)?;
+        self.memory.data_mut(&mut *store)[ptr..ptr + name.len()].copy_from_slice(name.as_bytes());
+        let handle = self.new_lock.call(&mut *store, (ptr as i32, name.len() as i32))?;
+        store.data().rep(handle)
+    }
+}
+
 /// The `size` bytes at `ptr`, which must be aligned to `align` and in bounds.
 fn view(mem: &[u8], ptr: i32, (size, align): (usize, usize)) -> wasmtime::Result<&[u8]> {
     let at = ptr as u32 as usize;
@@ -371,11 +375,10 @@ fn option(v: Option<u64>) -> (i64, i64) {
     v.map_or((0, 0), |v| (1, v as i64))
 }
 
+/// The flat form of the `policy` enum: its case index, which is what
+/// `abi::PolicyArg`'s discriminants are (the one WIT conversion of a policy).
 fn policy_arg(p: Policy) -> i32 {
-    match p {
-        Policy::NonDecreasing => 0,
-        Policy::StrictlyIncreasing => 1,
-    }
+    PolicyArg::from(p) as i32
 }
 
 #[cfg(test)]

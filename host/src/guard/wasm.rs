@@ -38,6 +38,43 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 /// Names come from clients, so the hasher is randomly seeded.
 pub(super) type LockMap<H> = HashMap<Box<str>, H, foldhash::fast::RandomState>;
 
+/// How a call path interns lock names: each name's `lock-name` is constructed
+/// once per worker and its handle (a `ResourceAny`, or a rep on the direct
+/// path) reused by every later call. The lookup and the sharing of one handle
+/// between a fence and a sequencer naming the same lock are written here once.
+pub(super) trait Interning {
+    type Handle: Copy;
+
+    /// The worker's interned names.
+    fn interned_locks(&mut self) -> &mut LockMap<Self::Handle>;
+
+    /// Constructs `name`'s `lock-name` in the instance.
+    fn construct(&mut self, store: &mut Store<StoreState>, name: &str) -> wasmtime::Result<Self::Handle>;
+
+    /// The handle of `name`, constructed on first use.
+    #[inline]
+    fn lock(&mut self, store: &mut Store<StoreState>, name: &str) -> wasmtime::Result<Self::Handle> {
+        if let Some(&handle) = self.interned_locks().get(name) {
+            return Ok(handle);
+        }
+        let handle = self.construct(store, name)?;
+        self.interned_locks().insert(name.into(), handle);
+        Ok(handle)
+    }
+
+    /// The handle of `fence`'s lock: the presented lock's own handle when the
+    /// names are equal, so the rules see one handle for one name.
+    #[inline]
+    fn fence_lock(
+        &mut self,
+        store: &mut Store<StoreState>,
+        fence: &Fence,
+        presented: (&str, Self::Handle),
+    ) -> wasmtime::Result<Self::Handle> {
+        if fence.lock == presented.0 { Ok(presented.1) } else { self.lock(store, &fence.lock) }
+    }
+}
+
 /// How a worker reaches the rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -200,10 +237,15 @@ impl WasmGuard {
 
     /// The embedded component with default limits and an optional cache directory.
     pub fn embedded(cache: Option<&std::path::Path>) -> Result<WasmGuard, PluginError> {
+        Self::embedded_on(cache, CallPath::Direct)
+    }
+
+    /// As [`WasmGuard::embedded`], with the call path chosen as in [`WasmGuard::with_path`].
+    pub fn embedded_on(cache: Option<&std::path::Path>, path: CallPath) -> Result<WasmGuard, PluginError> {
         let limits = WasmLimits::default();
         let engine = Self::engine(&limits)?;
         let plugin = Plugin::embedded(&engine, cache)?;
-        Self::new(engine, plugin, limits)
+        Self::with_path(engine, plugin, limits, path)
     }
 
     /// A component file with default limits and an optional cache directory.

@@ -41,17 +41,7 @@ impl Metrics {
     }
 }
 
-/// What a [`SeriesBound`] does with a key it does not track once it is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhenFull {
-    /// Track the new key and evict the least recently touched one; the caller
-    /// removes the evicted key's series.
-    EvictLeastRecent,
-    /// Refuse the new key; the keys already tracked keep their series.
-    RefuseNew,
-}
-
-/// A new key's admission into a [`SeriesBound`].
+/// A key's touch of a [`SeriesBound`].
 pub struct Touched<'a, V> {
     /// The key's state (created by `init` if the key was not tracked).
     pub value: &'a mut V,
@@ -59,7 +49,8 @@ pub struct Touched<'a, V> {
     pub evicted: Option<String>,
 }
 
-/// Bounds the cardinality of per-resource label values.
+/// Bounds the cardinality of per-resource label values, evicting the least
+/// recently touched key to make room for a new one.
 ///
 /// Invariant: at most `capacity` keys are tracked, and a caller creates a
 /// labelled series only for a tracked key, so a client cannot grow the
@@ -68,7 +59,6 @@ pub struct Touched<'a, V> {
 /// exactly the tracked keys, ordered from least to most recently touched.
 pub struct SeriesBound<V> {
     capacity: usize,
-    when_full: WhenFull,
     tick: u64,
     by_key: HashMap<String, (u64, V)>,
     by_tick: BTreeMap<u64, String>,
@@ -76,13 +66,13 @@ pub struct SeriesBound<V> {
 
 impl<V> SeriesBound<V> {
     /// An empty bound holding at most `capacity` keys (at least one).
-    pub fn new(capacity: usize, when_full: WhenFull) -> SeriesBound<V> {
-        SeriesBound { capacity: capacity.max(1), when_full, tick: 0, by_key: HashMap::new(), by_tick: BTreeMap::new() }
+    pub fn new(capacity: usize) -> SeriesBound<V> {
+        SeriesBound { capacity: capacity.max(1), tick: 0, by_key: HashMap::new(), by_tick: BTreeMap::new() }
     }
 
     /// Marks `key` as the most recently used, tracking it (with `init()`) if
-    /// there is room or the policy evicts; `None` when the policy refuses it.
-    pub fn touch(&mut self, key: &str, init: impl FnOnce() -> V) -> Option<Touched<'_, V>> {
+    /// it was not, and evicting the least recently used key when full.
+    pub fn touch(&mut self, key: &str, init: impl FnOnce() -> V) -> Touched<'_, V> {
         self.tick += 1;
         let tick = self.tick;
         let mut evicted = None;
@@ -90,22 +80,17 @@ impl<V> SeriesBound<V> {
             let old = std::mem::replace(last, tick);
             self.by_tick.remove(&old);
         } else {
-            if self.by_key.len() >= self.capacity {
-                match self.when_full {
-                    WhenFull::RefuseNew => return None,
-                    WhenFull::EvictLeastRecent => {
-                        if let Some((_, victim)) = self.by_tick.pop_first() {
-                            self.by_key.remove(&victim);
-                            evicted = Some(victim);
-                        }
-                    }
-                }
+            if self.by_key.len() >= self.capacity
+                && let Some((_, victim)) = self.by_tick.pop_first()
+            {
+                self.by_key.remove(&victim);
+                evicted = Some(victim);
             }
             self.by_key.insert(key.to_owned(), (tick, init()));
         }
         self.by_tick.insert(tick, key.to_owned());
         let (_, value) = self.by_key.get_mut(key).expect("tracked above");
-        Some(Touched { value, evicted })
+        Touched { value, evicted }
     }
 
     /// The state of `key` if it is tracked; does not count as a use.
@@ -134,11 +119,11 @@ mod tests {
 
     #[test]
     fn evicts_the_least_recently_touched_key() {
-        let mut b = SeriesBound::new(2, WhenFull::EvictLeastRecent);
-        assert_eq!(b.touch("a", || 1).unwrap().evicted, None);
-        assert_eq!(b.touch("b", || 2).unwrap().evicted, None);
-        assert_eq!(b.touch("a", || 99).unwrap().evicted, None, "a is now the most recent");
-        let t = b.touch("c", || 3).unwrap();
+        let mut b = SeriesBound::new(2);
+        assert_eq!(b.touch("a", || 1).evicted, None);
+        assert_eq!(b.touch("b", || 2).evicted, None);
+        assert_eq!(b.touch("a", || 99).evicted, None, "a is now the most recent");
+        let t = b.touch("c", || 3);
         assert_eq!(t.evicted.as_deref(), Some("b"));
         assert_eq!(*t.value, 3);
         assert_eq!(keys(&b), ["a", "c"]);
@@ -148,21 +133,10 @@ mod tests {
     }
 
     #[test]
-    fn refuses_new_keys_once_full() {
-        let mut b = SeriesBound::new(2, WhenFull::RefuseNew);
-        assert!(b.touch("a", || ()).is_some());
-        assert!(b.touch("b", || ()).is_some());
-        assert!(b.touch("c", || ()).is_none(), "full: a new key gets no series");
-        assert!(b.touch("a", || ()).is_some(), "tracked keys keep their series");
-        assert_eq!(b.get("c"), None);
-        assert_eq!(b.len(), 2);
-    }
-
-    #[test]
     fn capacity_is_at_least_one() {
-        let mut b = SeriesBound::new(0, WhenFull::EvictLeastRecent);
-        assert!(b.touch("a", || ()).is_some());
-        assert_eq!(b.touch("b", || ()).unwrap().evicted.as_deref(), Some("a"));
+        let mut b = SeriesBound::new(0);
+        assert_eq!(b.touch("a", || ()).evicted, None);
+        assert_eq!(b.touch("b", || ()).evicted.as_deref(), Some("a"));
         assert_eq!(keys(&b), ["b"]);
     }
 }

@@ -6,13 +6,13 @@
 //!
 //! Invariant: the per-lock gauge has bounded cardinality. The
 //! [`MAX_TOKEN_SERIES`] most recently granted locks have a series
-//! ([`SeriesBound`] with [`WhenFull::EvictLeastRecent`]); granting another lock
+//! ([`SeriesBound`], which holds each tracked lock's gauge); granting another lock
 //! removes the series of the least recently granted one and counts it in
 //! `token_series_evicted`, so a client cannot grow the registry without bound
 //! by inventing lock names, and a long-running server still shows the locks
 //! in use.
 
-use crate::telemetry::{Metrics, SeriesBound, WhenFull};
+use crate::telemetry::{Metrics, SeriesBound};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -38,7 +38,7 @@ pub struct LockMetrics {
     pub releases: Counter,
     token_series_evicted: Counter,
     tokens: Family<LockLabel, Gauge<u64, AtomicU64>>,
-    series: Arc<Mutex<SeriesBound<()>>>,
+    series: Arc<Mutex<SeriesBound<Gauge<u64, AtomicU64>>>>,
 }
 
 impl Default for LockMetrics {
@@ -51,7 +51,7 @@ impl Default for LockMetrics {
             releases: Counter::default(),
             token_series_evicted: Counter::default(),
             tokens: Family::default(),
-            series: Arc::new(Mutex::new(SeriesBound::new(MAX_TOKEN_SERIES, WhenFull::EvictLeastRecent))),
+            series: Arc::new(Mutex::new(SeriesBound::new(MAX_TOKEN_SERIES))),
         }
     }
 }
@@ -82,12 +82,12 @@ impl LockMetrics {
     /// exists exactly for the tracked locks.
     pub fn record_token(&self, lock: &str, token: u64) {
         let mut series = self.series.lock().expect("token series lock");
-        let Some(touched) = series.touch(lock, || ()) else { return };
+        let touched = series.touch(lock, || self.tokens.get_or_create(&LockLabel { lock: lock.to_owned() }).clone());
         if let Some(victim) = touched.evicted {
             self.tokens.remove(&LockLabel { lock: victim });
             self.token_series_evicted.inc();
         }
-        self.tokens.get_or_create(&LockLabel { lock: lock.to_owned() }).set(token);
+        touched.value.set(token);
     }
 }
 

@@ -9,13 +9,13 @@
 //! most recently written resources. Writing a resource makes it the most
 //! recent; when a new resource would exceed the bound, the least recently
 //! written one is evicted and its series are removed from the registry
-//! ([`SeriesBound`] with [`WhenFull::EvictLeastRecent`]).
+//! ([`SeriesBound`]).
 //!
 //! Flapping: a resource flaps when more than `max_term_changes` admitted
 //! writes began a new token within the last `window`. The state is
 //! recomputed on each term change of that resource and decays on later writes.
 
-use crate::telemetry::{SeriesBound, WhenFull};
+use crate::telemetry::SeriesBound;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -89,7 +89,7 @@ impl StorageMetrics {
             flapping: Family::default(),
             flap_events: Counter::default(),
             tracked_resources: Gauge::default(),
-            recency: Mutex::new(SeriesBound::new(config.max_tracked, WhenFull::EvictLeastRecent)),
+            recency: Mutex::new(SeriesBound::new(config.max_tracked)),
         };
         metrics.register(|reg: &mut Registry| {
             let reg = reg.sub_registry_with_prefix("fencing_storage");
@@ -142,9 +142,7 @@ impl StorageMetrics {
         }
         let now = Instant::now();
         let mut r = self.recency.lock().expect("recency lock");
-        let touched = r
-            .touch(resource, || Tracked { terms: VecDeque::new(), flapping: false })
-            .expect("the storage bound evicts instead of refusing");
+        let touched = r.touch(resource, || Tracked { terms: VecDeque::new(), flapping: false });
         if let Some(victim) = touched.evicted {
             let labels = ResourceLabels { resource: victim };
             self.high_water.remove(&labels);

@@ -19,6 +19,9 @@ use serde_json::json;
 /// Largest request body any endpoint accepts (bytes). Larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 8 << 20;
 
+/// The code of that 413: the body was refused unread.
+const BODY_TOO_LARGE: &str = "body_too_large";
+
 /// An API error: status, machine-readable code, message, and the field at fault.
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -58,9 +61,10 @@ impl IntoResponse for ApiError {
             error["field"] = json!(field);
         }
         let mut response = (self.status, axum::Json(json!({ "error": error }))).into_response();
-        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+        if self.code == BODY_TOO_LARGE {
             // The rest of the body was never read, so the connection cannot
             // carry another request: say so, and a client will not reuse it.
+            // (An `object_too_large` 413 comes after the whole body was read.)
             response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
         }
         response
@@ -82,7 +86,7 @@ impl<S: Send + Sync> FromRequest<S> for ApiBody {
             Ok(b) => Ok(ApiBody(b)),
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                BODY_TOO_LARGE,
                 format!("request body exceeds {MAX_BODY_BYTES} bytes"),
             )),
             Err(e) => Err(ApiError::new(e.status(), "bad_body", e.body_text())),
@@ -189,6 +193,16 @@ mod tests {
         let e = decode_json::<Body>(br#"{"outer":{"n":7}} {"outer":{"n":8}}"#).unwrap_err();
         assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "malformed_json"));
         assert!(decode_json::<Body>(b"{\"outer\":{\"n\":7}}\n ").is_ok(), "trailing whitespace is not data");
+    }
+
+    #[test]
+    fn only_an_unread_body_closes_the_connection() {
+        let close = |e: ApiError| e.into_response().headers().get(header::CONNECTION).cloned();
+        let unread = ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, "over the limit");
+        assert_eq!(close(unread).as_ref().map(|v| v.as_bytes()), Some(&b"close"[..]));
+        let read = ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "object_too_large", "object over the limit");
+        assert_eq!(close(read), None, "the whole body was read: the connection stays usable");
+        assert_eq!(close(ApiError::field("resource_id", "empty")), None);
     }
 
     #[test]

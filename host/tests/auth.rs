@@ -8,27 +8,16 @@
 //! Each test runs its own `fencing serve` on a free loopback port with a
 //! temporary data directory and stops it at the end.
 
+mod storage_support;
+
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use storage_support::server::ServeProcess;
 
 const TOKEN: &str = "s3cret-Token_42";
 const RESOURCE: &str = "storage:auth-bucket";
 const FILE: &str = "/reports/q2.csv";
-
-struct Server {
-    child: Child,
-    base: String,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn fencing() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fencing"));
@@ -42,22 +31,15 @@ fn token_file(dir: &Path, text: &str) -> PathBuf {
     path
 }
 
-async fn start(with_auth: bool) -> Server {
+/// `fencing serve` (storage and locks) in a fresh temporary directory, with
+/// the token file when `with_auth`; the directory also holds the CLI's token file.
+async fn start(with_auth: bool) -> (ServeProcess, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut cmd = fencing();
-    cmd.args(["serve", "--listen", &addr.to_string(), "--data-dir"]).arg(dir.path().join("data"));
-    if with_auth {
-        cmd.arg("--auth-token-file").arg(token_file(dir.path(), &format!("{TOKEN}\n")));
-    }
-    let child = cmd.stdout(Stdio::null()).stderr(Stdio::inherit()).spawn().unwrap();
-    let server = Server { child, base: format!("http://{addr}"), dir };
-    let begin = Instant::now();
-    while reqwest::get(format!("{}/v1/storage/fence?resource_id=probe", server.base)).await.is_err() {
-        assert!(begin.elapsed() < Duration::from_secs(30), "server did not start");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    server
+    let token = token_file(dir.path(), &format!("{TOKEN}\n"));
+    let auth = ["--auth-token-file", token.to_str().unwrap()];
+    let mut server = ServeProcess::start_role("all", &dir.path().join("data"), if with_auth { &auth } else { &[] });
+    server.ready().await;
+    (server, dir)
 }
 
 /// POSTs `body` with an optional `Authorization` header value; returns status, challenge header, JSON.
@@ -109,7 +91,7 @@ const WRONG: [(&str, Option<&str>); 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_token_file_mutations_need_the_token_and_refusals_change_nothing() {
-    let server = start(true).await;
+    let (server, dir) = start(true).await;
     let base = server.base.as_str();
     let right = format!("Bearer {TOKEN}");
 
@@ -154,8 +136,7 @@ async fn with_a_token_file_mutations_need_the_token_and_refusals_change_nothing(
     assert_eq!(status, 200, "{released}");
 
     // The CLI clients: refused without the token (exit 1), served with it (flag or environment).
-    let dir = server.dir.path();
-    let file = token_file(dir, &format!("{TOKEN}\n"));
+    let file = token_file(dir.path(), &format!("{TOKEN}\n"));
     let write = |extra: &[&str]| {
         let mut cmd = fencing();
         cmd.args(["write", "--server", base, "--resource", RESOURCE, "--path", FILE, "--token"])
@@ -184,7 +165,7 @@ async fn with_a_token_file_mutations_need_the_token_and_refusals_change_nothing(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_file_nothing_needs_a_token() {
-    let server = start(false).await;
+    let (server, _dir) = start(false).await;
     let base = server.base.as_str();
     for (case, auth) in WRONG {
         let acquire =

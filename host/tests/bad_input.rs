@@ -7,45 +7,23 @@
 //! It runs one `fencing serve` (storage and locks) on a free loopback port with
 //! a temporary data directory, and stops it at the end.
 
+mod storage_support;
+
 use base64::Engine;
 use serde_json::{Value, json};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use storage_support::server::ServeProcess;
 
 const RESOURCE: &str = "storage:bad-input-bucket";
 const FILE: &str = "/orders/2026-05.csv";
 const GOOD: &[u8] = b"id,total\n1,10\n";
 
-struct Server {
-    child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start() -> Server {
+/// `fencing serve` (storage and locks) in a fresh temporary directory.
+async fn start() -> (ServeProcess, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_fencing"))
-        .args(["serve", "--listen", &addr.to_string(), "--data-dir"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let server = Server { child, base: format!("http://{addr}"), _dir: dir };
-    let begin = Instant::now();
-    while reqwest::get(format!("{}/v1/storage/fence?resource_id=probe", server.base)).await.is_err() {
-        assert!(begin.elapsed() < Duration::from_secs(30), "server did not start");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    server
+    let mut server = ServeProcess::start_role("all", dir.path(), &[]);
+    server.ready().await;
+    (server, dir)
 }
 
 fn b64(b: &[u8]) -> String {
@@ -90,7 +68,7 @@ async fn snapshot(http: &reqwest::Client, base: &str) -> (Value, Value, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_4xx_naming_the_field_and_change_nothing() {
-    let server = start().await;
+    let (server, _dir) = start().await;
     let http = reqwest::Client::new();
     let base = server.base.as_str();
     let (write, acquire) = (format!("{base}/v1/storage/write"), format!("{base}/v1/locks/acquire"));
@@ -262,7 +240,7 @@ async fn bad_requests_get_4xx_naming_the_field_and_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_idle_connections_do_not_stop_service() {
-    let server = start().await;
+    let (server, _dir) = start().await;
     let addr = server.base.trim_start_matches("http://").to_string();
     let mut idle = Vec::with_capacity(3000);
     for _ in 0..3000 {

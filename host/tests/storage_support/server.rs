@@ -18,12 +18,19 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `fencing serve --role storage` on a free port with `data_dir`, plus `extra` flags.
     pub fn start(data_dir: &Path, extra: &[&str]) -> ServeProcess {
+        Self::start_role("storage", data_dir, extra)
+    }
+
+    /// Starts `fencing serve --role ROLE` (`storage`, `locks` or `all`) likewise.
+    /// Authentication is only what `extra` asks for, never the test's environment.
+    pub fn start_role(role: &str, data_dir: &Path, extra: &[&str]) -> ServeProcess {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_fencing"))
-            .args(["serve", "--role", "storage", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .args(["serve", "--role", role, "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
             .args(extra)
             .env("FENCING_LOG", "error")
+            .env_remove("FENCING_AUTH_TOKEN_FILE")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

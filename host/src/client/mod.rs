@@ -3,7 +3,6 @@
 //! - [`storage`]: the storage API client.
 //! - [`locks`]: the lock API client and [`locks::HeldLock`], which keeps a
 //!   lease alive and hands out its fencing token only while it is held.
-
 //!
 //! Both clients can carry a bearer token (`with_auth`) for a server started
 //! with `--auth-token-file`; it is sent on mutating requests only, which are

@@ -3,9 +3,9 @@
 //! runtime (as `jco` does in JavaScript).
 //!
 //! Why: on this machine a wasmtime 48 component-model call of a no-op costs
-//! about 220 ns in per-call bookkeeping (export and funcref lookups, resource
-//! scopes), while a core call of the same no-op costs about 30 ns (medians of
-//! `probe/floor/*` over five processes, `scripts/bench-check 5`). The rules run in
+//! about 190-220 ns in per-call bookkeeping (export and funcref lookups,
+//! resource scopes), while a core call of the same no-op costs about 26-30 ns
+//! (medians of `probe/floor/*` over five processes, `scripts/bench-check 5`). The rules run in
 //! the same sandbox either way: same engine, same store, the same epoch
 //! deadline and memory limit, the same fail-closed handling.
 //!

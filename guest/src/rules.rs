@@ -219,18 +219,25 @@ fn sequence_regressed(last: Option<u64>, presented: Option<u64>) -> bool {
 /// code is unknown or impossible against `fence`.
 #[inline]
 fn decision_of(c: u8, fence: Option<FenceState>, write: BatchWrite) -> Option<Result<Admission, Rejection>> {
+    if c <= code::ADMITTED_NEW_TERM { Some(Ok(admission_of(c, write))) } else { rejection_of(c, fence, write).map(Err) }
+}
+
+/// The admission an admitted code (`ADMITTED` or `ADMITTED_NEW_TERM`) stands for.
+#[inline]
+fn admission_of(c: u8, write: BatchWrite) -> Admission {
+    Admission { high_water: write.token, sequence: write.sequence, new_term: c == code::ADMITTED_NEW_TERM }
+}
+
+/// The rejection a refusing code stands for, with its evidence from `fence`.
+#[inline]
+fn rejection_of(c: u8, fence: Option<FenceState>, write: BatchWrite) -> Option<Rejection> {
     let BatchWrite { token, sequence } = write;
     Some(match c {
-        code::ADMITTED | code::ADMITTED_NEW_TERM => {
-            Ok(Admission { high_water: token, sequence, new_term: c == code::ADMITTED_NEW_TERM })
-        }
-        code::INVALID_TOKEN => Err(Rejection::InvalidToken),
-        code::WRONG_LOCK => Err(Rejection::WrongLock),
-        code::STALE_TOKEN => Err(Rejection::StaleToken { presented: token, high_water: fence?.high_water }),
-        code::TOKEN_REUSED => Err(Rejection::TokenReused { presented: token, high_water: fence?.high_water }),
-        code::SEQUENCE_REGRESSED => {
-            Err(Rejection::SequenceRegressed { token, presented: sequence, last: fence?.sequence? })
-        }
+        code::INVALID_TOKEN => Rejection::InvalidToken,
+        code::WRONG_LOCK => Rejection::WrongLock,
+        code::STALE_TOKEN => Rejection::StaleToken { presented: token, high_water: fence?.high_water },
+        code::TOKEN_REUSED => Rejection::TokenReused { presented: token, high_water: fence?.high_water },
+        code::SEQUENCE_REGRESSED => Rejection::SequenceRegressed { token, presented: sequence, last: fence?.sequence? },
         _ => return None,
     })
 }
@@ -302,12 +309,19 @@ pub fn expand_batch(
     if codes.len() != writes.len() {
         return None;
     }
-    let mut state = current;
-    let mut out = Vec::with_capacity(writes.len());
-    for (&write, &c) in writes.iter().zip(codes) {
-        out.push(decision_of(c, state, write)?);
-        if c <= code::ADMITTED_NEW_TERM {
-            state = Some(FenceState { high_water: write.token, sequence: write.sequence });
+    // Two passes keep the common case a plain exact-size map: every write is
+    // first expanded as an admission (no state carried), then, only if the
+    // batch refused something, one more pass tracks the fence each write was
+    // decided against and puts the refusals' evidence in place.
+    let mut out: Vec<_> = writes.iter().zip(codes).map(|(&w, &c)| Ok(admission_of(c, w))).collect();
+    if codes.iter().any(|&c| c > code::ADMITTED_NEW_TERM) {
+        let mut state = current;
+        for ((decision, &write), &c) in out.iter_mut().zip(writes).zip(codes) {
+            if c <= code::ADMITTED_NEW_TERM {
+                state = Some(FenceState { high_water: write.token, sequence: write.sequence });
+            } else {
+                *decision = Err(rejection_of(c, state, write)?);
+            }
         }
     }
     Some(out)
@@ -383,6 +397,7 @@ pub fn admit_stream(high_water: u64, tokens: &[u64], policy: Policy) -> StreamOu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     #[test]
     fn stream_codes_map_to_verdicts_and_others_are_refused() {
@@ -394,5 +409,44 @@ mod tests {
         assert_eq!(Verdict::from_codes(&[code::ADMITTED, code::WRONG_LOCK]), None);
         assert_eq!(Verdict::from_codes(&[code::SEQUENCE_REGRESSED]), None);
         assert_eq!(Verdict::from_codes(&[7]), None);
+    }
+
+    #[test]
+    fn expanded_refusals_carry_the_fence_left_by_the_last_admitted_write() {
+        let w = |token, sequence| BatchWrite { token, sequence };
+        let writes = [w(5, None), w(3, None), w(0, None), w(5, Some(1)), w(5, Some(1)), w(4, None)];
+        let current = Some(FenceState { high_water: 4, sequence: Some(9) });
+        let mut codes = Vec::new();
+        let fence = admit_batch_codes(current, false, writes.iter().copied(), Policy::NonDecreasing, &mut codes);
+        assert_eq!(fence, Some(FenceState { high_water: 5, sequence: Some(1) }));
+        let got = expand_batch(current, &writes, &codes).expect("codes of the rules expand");
+        assert_eq!(
+            got,
+            [
+                Ok(Admission { high_water: 5, sequence: None, new_term: true }),
+                Err(Rejection::StaleToken { presented: 3, high_water: 5 }),
+                Err(Rejection::InvalidToken),
+                Ok(Admission { high_water: 5, sequence: Some(1), new_term: false }),
+                Err(Rejection::SequenceRegressed { token: 5, presented: Some(1), last: 1 }),
+                Err(Rejection::StaleToken { presented: 4, high_water: 5 }),
+            ]
+        );
+        let all_admitted = [code::ADMITTED_NEW_TERM; 6];
+        assert!(expand_batch(current, &writes, &all_admitted).unwrap().iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn codes_impossible_for_their_writes_are_refused() {
+        let w = BatchWrite { token: 7, sequence: None };
+        let bare = Some(FenceState { high_water: 9, sequence: None });
+        // Compared with no fence, nothing can be stale, reused or out of sequence.
+        for c in [code::STALE_TOKEN, code::TOKEN_REUSED, code::SEQUENCE_REGRESSED] {
+            assert_eq!(expand_batch(None, &[w, w], &[code::INVALID_TOKEN, c]), None, "code {c}");
+        }
+        // A fence without a sequence has no last sequence to regress from.
+        assert_eq!(expand_batch(bare, &[w], &[code::SEQUENCE_REGRESSED]), None);
+        assert_eq!(expand_batch(bare, &[w], &[7]), None, "unknown code");
+        assert_eq!(expand_batch(bare, &[w], &[]), None, "one code per write");
+        assert_eq!(expand_batch(bare, &[w], &[code::WRONG_LOCK]), Some(vec![Err(Rejection::WrongLock)]));
     }
 }

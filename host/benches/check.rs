@@ -4,7 +4,8 @@
 //! `native|wasm` x `single|batch-1024|stream-1024`; group `plugin`: load
 //! (compile, cache) and instantiation from the `InstancePre`; group `probe`:
 //! where the time of a call goes (the component path beside the default
-//! direct path, and the floor of a core and a component call to a no-op).
+//! direct path, the floor of a core and a component call to a no-op, and a
+//! gauge of how fast the machine runs JIT code at the moment).
 //! Inputs use a realistic 30-byte lock name.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -78,7 +79,7 @@ criterion_main!(benches);
 /// path; the bare entry (an empty stream); a wrong-lock decision, whose two
 /// distinct lock names cost two handle lookups; and the floor of any call on
 /// this engine, a no-op taking and returning a `u64`, as a core function and
-/// as a lifted component function.
+/// as a lifted component function; and a JIT speed gauge ([`SPIN_CORE`]).
 fn probe(c: &mut Criterion) {
     let wasm = WasmGuard::embedded(None).expect("load embedded guard");
     assert_eq!(wasm.call_path(), CallPath::Direct);
@@ -113,6 +114,12 @@ fn probe(c: &mut Criterion) {
     let core = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
     let core = core.get_typed_func::<u64, u64>(&mut store, "noop").unwrap();
     g.bench_function("floor/core-noop", |b| b.iter(|| core.call(&mut store, black_box(7)).unwrap()));
+    let spin = wasmtime::Module::new(&engine, SPIN_CORE).unwrap();
+    let spin = wasmtime::Instance::new(&mut store, &spin, &[]).unwrap();
+    let spin = spin.get_typed_func::<(u64, u32), u64>(&mut store, "spin").unwrap();
+    g.throughput(Throughput::Elements(1024));
+    g.bench_function("floor/core-spin-1024", |b| b.iter(|| spin.call(&mut store, (black_box(7), 1024)).unwrap()));
+    g.throughput(Throughput::Elements(1));
     let lifted = wasmtime::component::Component::new(&engine, NOOP_COMPONENT).unwrap();
     let linker = wasmtime::component::Linker::new(&engine);
     let instance = linker.instantiate(&mut store, &lifted).unwrap();
@@ -122,6 +129,25 @@ fn probe(c: &mut Criterion) {
 }
 
 const NOOP_CORE: &str = r#"(module (func (export "noop") (param i64) (result i64) local.get 0))"#;
+
+/// A gauge of how fast this machine runs JIT-compiled wasm at the moment,
+/// independent of fencing: a loop of four independent multiply-adds with no
+/// memory access. On this VM such loops run at one speed in some stretches
+/// and up to about twice as slow in others, while native code in the same
+/// process barely changes; comparing `check/wasm/*` with this gauge tells a
+/// change in the guard from a change in the machine.
+const SPIN_CORE: &str = r#"(module
+  (func (export "spin") (param $x i64) (param $n i32) (result i64)
+    (local $a i64) (local $b i64) (local $c i64) (local $d i64)
+    (block $done (loop $next
+      (br_if $done (i32.eqz (local.get $n)))
+      (local.set $a (i64.add (i64.mul (local.get $a) (i64.const 0x9E3779B97F4A7C15)) (local.get $x)))
+      (local.set $b (i64.add (i64.mul (local.get $b) (i64.const 0x9E3779B97F4A7C15)) (local.get $x)))
+      (local.set $c (i64.add (i64.mul (local.get $c) (i64.const 0x9E3779B97F4A7C15)) (local.get $x)))
+      (local.set $d (i64.add (i64.mul (local.get $d) (i64.const 0x9E3779B97F4A7C15)) (local.get $x)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br $next)))
+    (i64.xor (i64.xor (local.get $a) (local.get $b)) (i64.xor (local.get $c) (local.get $d)))))"#;
 
 const NOOP_COMPONENT: &str = r#"(component
   (core module $m (func (export "noop") (param i64) (result i64) local.get 0))

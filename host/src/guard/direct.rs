@@ -3,11 +3,11 @@
 //! runtime (as `jco` does in JavaScript).
 //!
 //! Why: on this machine a wasmtime 48 component-model call of a no-op costs
-//! about 190-220 ns in per-call bookkeeping (export and funcref lookups,
-//! resource scopes), while a core call of the same no-op costs about 26-30 ns
-//! (medians of `probe/floor/*` over five processes, `scripts/bench-check 5`). The rules run in
-//! the same sandbox either way: same engine, same store, the same epoch
-//! deadline and memory limit, the same fail-closed handling.
+//! 127-221 ns in per-call bookkeeping (export and funcref lookups, resource
+//! scopes), while a core call of the same no-op costs 19-30 ns (medians of
+//! `probe/floor/*` in four `scripts/bench-check 5` measurements). The rules
+//! run in the same sandbox either way: same engine, same store, the same
+//! epoch deadline and memory limit, the same fail-closed handling.
 //!
 //! Shape: the path is used only for a component with exactly one core module
 //! that exports `memory`, `cabi_realloc` and the `fencing:guard/check`

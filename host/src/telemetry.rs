@@ -77,8 +77,11 @@ impl<V> SeriesBound<V> {
         let tick = self.tick;
         let mut evicted = None;
         if let Some((last, _)) = self.by_key.get_mut(key) {
+            // A tracked key moves to the newest tick with the name it has, so
+            // touching it (every grant, every write) allocates nothing.
             let old = std::mem::replace(last, tick);
-            self.by_tick.remove(&old);
+            let name = self.by_tick.remove(&old).expect("by_tick holds every tracked key");
+            self.by_tick.insert(tick, name);
         } else {
             if self.by_key.len() >= self.capacity
                 && let Some((_, victim)) = self.by_tick.pop_first()
@@ -87,8 +90,8 @@ impl<V> SeriesBound<V> {
                 evicted = Some(victim);
             }
             self.by_key.insert(key.to_owned(), (tick, init()));
+            self.by_tick.insert(tick, key.to_owned());
         }
-        self.by_tick.insert(tick, key.to_owned());
         let (_, value) = self.by_key.get_mut(key).expect("tracked above");
         Touched { value, evicted }
     }

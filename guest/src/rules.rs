@@ -366,7 +366,8 @@ impl Verdict {
     /// The verdicts of a stream's codes, or `None` if any code is not a
     /// stream verdict.
     pub fn from_codes(codes: &[u8]) -> Option<Vec<Verdict>> {
-        // Both passes are branch-free over the bytes, so they vectorize.
+        // The check is a branch-free fold over all the bytes; the conversion
+        // after it needs no error path.
         let unknown = codes.iter().fold(false, |bad, &c| bad | (c > code::TOKEN_REUSED) | (c == code::WRONG_LOCK));
         if unknown {
             return None;

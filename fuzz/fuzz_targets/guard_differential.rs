@@ -7,7 +7,7 @@
 
 use arbitrary::Arbitrary;
 use fencing_guest::{BatchWrite, Fence, Policy, Sequencer};
-use fencing_host::guard::{Guard, NativeGuard, WasmGuard};
+use fencing_runtime::{Guard, NativeGuard, WasmGuard};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

@@ -1,18 +1,84 @@
-//! The bodies of the `fencing:guard` exports in terms of the rules, and the
-//! one place WIT types convert to rule types.
+//! The bodies of the `fencing:guard` exports in terms of the rules, the
+//! `lock-name` resource, and the one place WIT types convert to rule types.
 //!
 //! Compiled only for `target_family = "wasm"`. This file is the one copy: the
 //! guest's `component.rs` includes it as a child module, and the deliberately
 //! misbehaving test component (`tests/plugins/misbehaving`) includes it by
-//! `#[path]`. The including module must have `rules` (the rules module) and
-//! `wit` (the generated `fencing::guard::check` export interface) in scope.
-//! How two lock names compare is the including component's choice, so these
-//! functions take the comparison's result.
+//! `#[path]`. The including module must have in scope `rules` (the rules
+//! module), `wit` (the generated `fencing::guard::check` export interface),
+//! `Component` (the exported type) and `before_call(lock: &str)`, which runs
+//! before the rules of `admit` and `admit-batch` (the test component
+//! misbehaves there; the shipped one does nothing).
 
 #![cfg(target_family = "wasm")]
 
-use super::{rules, wit};
+use super::{Component, before_call, rules, wit};
+use alloc::string::String;
 use alloc::vec::Vec;
+
+/// An interned lock name: the `lock-name` resource's representation.
+pub struct LockName(String);
+
+impl wit::GuestLockName for LockName {
+    fn new(name: String) -> Self {
+        LockName(name)
+    }
+}
+
+/// Whether two interned names are the same lock: equal bytes. The pointer
+/// check only skips comparing a handle with itself.
+#[inline]
+fn same_lock(a: &LockName, b: &LockName) -> bool {
+    core::ptr::eq(a, b) || a.0 == b.0
+}
+
+impl wit::Guest for Component {
+    type LockName = LockName;
+
+    fn admit(
+        current: Option<wit::Fence<'_>>,
+        presented: wit::Sequencer<'_>,
+        policy: wit::Policy,
+    ) -> Result<wit::Admission, wit::Rejection> {
+        let lock = presented.lock.get::<LockName>();
+        before_call(&lock.0);
+        let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
+        let state = current.as_ref().map(state);
+        rules::decide(state, same, presented.token, presented.sequence, policy.into())
+            .map(Into::into)
+            .map_err(Into::into)
+    }
+
+    fn admit_batch(
+        current: Option<wit::Fence<'_>>,
+        lock: wit::LockNameBorrow<'_>,
+        writes: Vec<wit::BatchWrite>,
+        policy: wit::Policy,
+    ) -> wit::BatchOutcome {
+        let lock = lock.get::<LockName>();
+        before_call(&lock.0);
+        let wrong_lock = current.as_ref().is_some_and(|f| !same_lock(f.lock.get::<LockName>(), lock));
+        // `wit::BatchWrite` and `rules::BatchWrite` have the same fields: the rules read the lifted list as it is.
+        let writes = writes.iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence });
+        let mut verdicts = Vec::new();
+        let fence =
+            rules::admit_batch_codes(current.as_ref().map(state), wrong_lock, writes, policy.into(), &mut verdicts);
+        wit::BatchOutcome {
+            verdicts,
+            fence: fence.map(|f| wit::FenceState { high_water: f.high_water, sequence: f.sequence }),
+        }
+    }
+
+    fn admit_stream(high_water: u64, tokens: Vec<u64>, policy: wit::Policy) -> wit::StreamOutcome {
+        let mut verdicts = Vec::new();
+        let high_water = rules::admit_stream_codes(high_water, &tokens, policy.into(), &mut verdicts);
+        wit::StreamOutcome { verdicts, high_water }
+    }
+}
+
+fn state(f: &wit::Fence<'_>) -> rules::FenceState {
+    rules::FenceState { high_water: f.high_water, sequence: f.sequence }
+}
 
 impl From<wit::Policy> for rules::Policy {
     #[inline]
@@ -49,47 +115,4 @@ impl From<rules::Rejection> for wit::Rejection {
             }
         }
     }
-}
-
-fn state(f: &wit::Fence<'_>) -> rules::FenceState {
-    rules::FenceState { high_water: f.high_water, sequence: f.sequence }
-}
-
-/// `admit`; `same_lock` tells whether the fence names the presented lock.
-#[inline]
-pub fn admit(
-    current: Option<&wit::Fence<'_>>,
-    same_lock: impl FnOnce() -> bool,
-    presented: &wit::Sequencer<'_>,
-    policy: wit::Policy,
-) -> Result<wit::Admission, wit::Rejection> {
-    rules::decide(current.map(state), same_lock, presented.token, presented.sequence, policy.into())
-        .map(Into::into)
-        .map_err(Into::into)
-}
-
-/// `admit-batch`; `wrong_lock` is true when the fence names another lock.
-#[inline]
-pub fn admit_batch(
-    current: Option<&wit::Fence<'_>>,
-    wrong_lock: bool,
-    writes: Vec<wit::BatchWrite>,
-    policy: wit::Policy,
-) -> wit::BatchOutcome {
-    // `wit::BatchWrite` and `rules::BatchWrite` have the same fields: the rules read the lifted list as it is.
-    let writes = writes.iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence });
-    let mut verdicts = Vec::new();
-    let fence = rules::admit_batch_codes(current.map(state), wrong_lock, writes, policy.into(), &mut verdicts);
-    wit::BatchOutcome {
-        verdicts,
-        fence: fence.map(|f| wit::FenceState { high_water: f.high_water, sequence: f.sequence }),
-    }
-}
-
-/// `admit-stream`.
-#[inline]
-pub fn admit_stream(high_water: u64, tokens: Vec<u64>, policy: wit::Policy) -> wit::StreamOutcome {
-    let mut verdicts = Vec::new();
-    let high_water = rules::admit_stream_codes(high_water, &tokens, policy.into(), &mut verdicts);
-    wit::StreamOutcome { verdicts, high_water }
 }

@@ -33,6 +33,6 @@ mod component;
 mod runtime;
 
 pub use rules::{
-    Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, Verdict,
-    admit, admit_batch, admit_stream,
+    Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, UnknownPolicy,
+    Verdict, admit, admit_batch, admit_stream,
 };

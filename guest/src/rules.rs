@@ -16,6 +16,8 @@ use alloc::vec::Vec;
 
 /// How a presented token is compared with the high-water mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Policy {
     /// A token equal to the high-water mark is admitted (one holder, many writes).
     #[default]
@@ -24,8 +26,42 @@ pub enum Policy {
     StrictlyIncreasing,
 }
 
+impl Policy {
+    /// Every policy, in declaration order.
+    pub const ALL: [Policy; 2] = [Policy::NonDecreasing, Policy::StrictlyIncreasing];
+
+    /// The policy's name in the WIT contract and on command lines (`non-decreasing`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::NonDecreasing => "non-decreasing",
+            Policy::StrictlyIncreasing => "strictly-increasing",
+        }
+    }
+}
+
+impl core::str::FromStr for Policy {
+    type Err = UnknownPolicy;
+
+    /// Parses a [`Policy::name`].
+    fn from_str(s: &str) -> Result<Policy, UnknownPolicy> {
+        Policy::ALL.into_iter().find(|p| p.name() == s).ok_or(UnknownPolicy)
+    }
+}
+
+/// A policy name that is not one of [`Policy::ALL`]'s names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownPolicy;
+
+impl core::fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("unknown policy: expected non-decreasing or strictly-increasing")
+    }
+}
+
 /// What a storage engine keeps beside a resource.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Fence {
     /// The lock the resource is bound to.
     pub lock: String,
@@ -37,6 +73,8 @@ pub struct Fence {
 
 /// What a writer presents.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Sequencer {
     /// The lock whose token this is.
     pub lock: String,
@@ -48,6 +86,8 @@ pub struct Sequencer {
 
 /// An admitted write: the fence to persist is `{presented lock, high_water, sequence}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Admission {
     /// The new high-water mark.
     pub high_water: u64,
@@ -59,6 +99,8 @@ pub struct Admission {
 
 /// Why a write was refused. Every variant carries its evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "verdict", rename_all = "snake_case", deny_unknown_fields))]
 pub enum Rejection {
     /// The token is zero.
     InvalidToken,
@@ -87,6 +129,8 @@ impl Rejection {
 
 /// One write of a batch on a single resource and lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct BatchWrite {
     /// The presented token.
     pub token: u64,
@@ -96,6 +140,8 @@ pub struct BatchWrite {
 
 /// The numeric part of a fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct FenceState {
     /// The high-water mark.
     pub high_water: u64,
@@ -114,8 +160,10 @@ pub struct BatchOutcome {
 
 /// A compact verdict of the token-stream fast path. Each discriminant is the
 /// verdict code ([`code`]) it stands for, so codes convert without a table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Verdict {
     /// Admitted; the high-water mark is now this token.
     Admitted = code::ADMITTED,
@@ -129,6 +177,8 @@ pub enum Verdict {
 
 /// The outcome of [`admit_stream`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct StreamOutcome {
     /// One verdict per token, in input order.
     pub verdicts: Vec<Verdict>,

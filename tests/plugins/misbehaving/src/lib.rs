@@ -1,56 +1,21 @@
-//! A deliberately misbehaving `fencing:guard@0.1.0` component for the host's
-//! fault-handling tests. `admit` misbehaves by the presented lock name:
-//! `loop` spins forever, `trap` executes `unreachable`, `hog` allocates until
-//! its memory runs out; every other name gets the real rules (the same
-//! `rules.rs` the guest ships), so a test can see the next call succeed.
-//! The export bodies, conversions and runtime shims are the guest's own
-//! `exports.rs` and `runtime.rs`.
+//! A deliberately misbehaving `fencing:guard@0.1.0` component for the
+//! runtime's fault-handling tests. `admit` and `admit-batch` misbehave by the
+//! presented lock name: `loop` spins forever, `trap` executes `unreachable`,
+//! `hog` allocates until its memory runs out; every other name gets the real
+//! rules, so a test can see the next call succeed. Everything but the
+//! misbehaviour is the guest's own code, included by `#[path]`: the rules
+//! (`rules.rs`), the export bodies and conversions (`exports.rs`) and the
+//! runtime shims (`runtime.rs`).
 
 #![no_std]
 
 extern crate alloc;
 
-use alloc::string::String;
 use alloc::vec::Vec;
 
-#[path = "../../../../guest/src/rules.rs"]
-#[allow(dead_code)]
-mod rules;
-
-/// The guest's allocator, panic handler, `memcmp`/`bcmp` and `cabi_realloc`.
-#[path = "../../../../guest/src/runtime.rs"]
-mod runtime;
-
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../../wit",
-        world: "guard",
-        generate_all,
-    });
-}
-
-use bindings::exports::fencing::guard::check as wit;
-
-/// The guest's export bodies and WIT conversions, after the misbehaviour check.
-#[path = "../../../../guest/src/exports.rs"]
-mod exports;
-
-struct Component;
-
-bindings::export!(Component with_types_in bindings);
-
-/// An interned lock name.
-pub struct LockName(String);
-
-impl wit::GuestLockName for LockName {
-    fn new(name: String) -> Self {
-        LockName(name)
-    }
-}
-
 /// Misbehaves as the lock name asks; returns for any other name.
-fn misbehave(name: &str) {
-    match name {
+fn before_call(lock: &str) {
+    match lock {
         "loop" => loop {
             core::hint::black_box(());
         },
@@ -67,33 +32,25 @@ fn misbehave(name: &str) {
     }
 }
 
-impl wit::Guest for Component {
-    type LockName = LockName;
+#[path = "../../../../guest/src/rules.rs"]
+#[allow(dead_code)]
+mod rules;
 
-    fn admit(
-        current: Option<wit::Fence<'_>>,
-        presented: wit::Sequencer<'_>,
-        policy: wit::Policy,
-    ) -> Result<wit::Admission, wit::Rejection> {
-        let name = &presented.lock.get::<LockName>().0;
-        misbehave(name);
-        let same = || current.as_ref().is_some_and(|f| f.lock.get::<LockName>().0 == *name);
-        exports::admit(current.as_ref(), same, &presented, policy)
-    }
+/// The guest's allocator, panic handler, `memcmp`/`bcmp` and `cabi_realloc`.
+#[path = "../../../../guest/src/runtime.rs"]
+mod runtime;
 
-    fn admit_batch(
-        current: Option<wit::Fence<'_>>,
-        lock: wit::LockNameBorrow<'_>,
-        writes: Vec<wit::BatchWrite>,
-        policy: wit::Policy,
-    ) -> wit::BatchOutcome {
-        let name = &lock.get::<LockName>().0;
-        misbehave(name);
-        let wrong_lock = current.as_ref().is_some_and(|f| f.lock.get::<LockName>().0 != *name);
-        exports::admit_batch(current.as_ref(), wrong_lock, writes, policy)
-    }
+/// The guest's export bodies, `lock-name` and WIT conversions, with the misbehaviour above.
+#[path = "../../../../guest/src/exports.rs"]
+mod exports;
 
-    fn admit_stream(high_water: u64, tokens: Vec<u64>, policy: wit::Policy) -> wit::StreamOutcome {
-        exports::admit_stream(high_water, tokens, policy)
-    }
+use bindings::exports::fencing::guard::check as wit;
+
+/// The type the bindings export.
+struct Component;
+
+mod bindings {
+    wit_bindgen::generate!({ path: "../../../wit", world: "guard", generate_all });
 }
+
+bindings::export!(Component with_types_in bindings);

@@ -1,0 +1,103 @@
+//! The component path: calls through wasmtime's component-model runtime,
+//! which lowers and lifts every value itself. It runs any component that
+//! passes the compatibility check; the direct path (`direct.rs`) is a faster
+//! route for components of the usual shape.
+
+use super::abi::{
+    self, AdmitParams, AdmitResults, BatchParams, BatchResults, FenceArg, LockParams, LockResults, SequencerArg,
+    StreamParams, StreamResults,
+};
+use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, StreamCodes, WorkerStore};
+use crate::{Decision, Fence, Policy, Sequencer};
+use wasmtime::component::{ComponentExportIndex, Func, Instance, ResourceAny, TypedFunc};
+
+/// The export indices of the four functions, resolved once per plugin.
+#[derive(Clone, Copy)]
+pub(crate) struct Exports {
+    pub lock_name: ComponentExportIndex,
+    pub admit: ComponentExportIndex,
+    pub batch: ComponentExportIndex,
+    pub stream: ComponentExportIndex,
+}
+
+/// One instance's functions, type-checked, plus the lock names interned in it.
+pub(crate) struct ComponentCalls {
+    /// `lock-name` handles owned by the store, by name.
+    locks: LockMap<ResourceAny>,
+    lock_name: Func,
+    admit: Func,
+    batch: Func,
+    stream: Func,
+}
+
+impl ComponentCalls {
+    /// Type-checks each signature once; calls then use unchecked views with
+    /// the call's lifetimes.
+    pub fn new(store: &mut WorkerStore, instance: &Instance, e: &Exports) -> Result<ComponentCalls> {
+        let lock_name = instance.get_typed_func::<LockParams<'static>, LockResults>(&mut *store, e.lock_name)?;
+        let admit = instance.get_typed_func::<AdmitParams, AdmitResults>(&mut *store, e.admit)?;
+        let batch = instance.get_typed_func::<BatchParams<'static>, BatchResults>(&mut *store, e.batch)?;
+        let stream = instance.get_typed_func::<StreamParams<'static>, StreamResults>(&mut *store, e.stream)?;
+        Ok(ComponentCalls {
+            locks: LockMap::default(),
+            lock_name: *lock_name.func(),
+            admit: *admit.func(),
+            batch: *batch.func(),
+            stream: *stream.func(),
+        })
+    }
+
+    /// The fence argument, sharing the presented lock's handle when the names are equal.
+    fn fence(&mut self, s: &mut WorkerStore, f: Option<&Fence>, lock: (&str, ResourceAny)) -> Result<Option<FenceArg>> {
+        let handle = self.fence_lock(s, f, lock)?;
+        Ok(f.zip(handle).map(|(f, lock)| FenceArg { lock, high_water: f.high_water, sequence: f.sequence }))
+    }
+}
+
+impl Interning for ComponentCalls {
+    type Handle = ResourceAny;
+
+    fn interned_locks(&mut self) -> &mut LockMap<ResourceAny> {
+        &mut self.locks
+    }
+
+    fn construct(&mut self, store: &mut WorkerStore, name: &str) -> Result<ResourceAny> {
+        // SAFETY: `lock_name` was type-checked against `LockParams`/`LockResults` in `new`.
+        let f: TypedFunc<LockParams<'_>, LockResults> = unsafe { TypedFunc::new_unchecked(self.lock_name) };
+        let (handle,) = f.call(&mut *store, (name,))?;
+        Ok(handle)
+    }
+}
+
+impl PathCalls for ComponentCalls {
+    fn interned(&self) -> usize {
+        self.locks.len()
+    }
+
+    fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<Decision> {
+        let lock = self.lock(s, &p.lock)?;
+        let current = self.fence(s, f, (&p.lock, lock))?;
+        let presented = SequencerArg { lock, token: p.token, sequence: p.sequence };
+        // SAFETY: `admit` was type-checked against `AdmitParams`/`AdmitResults` in `new`.
+        let call: TypedFunc<AdmitParams, AdmitResults> = unsafe { TypedFunc::new_unchecked(self.admit) };
+        let (r,) = call.call(&mut *s, (current, presented, policy.into()))?;
+        Ok(abi::decision(r))
+    }
+
+    fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes> {
+        let args: Vec<abi::BatchWriteArg> = b.writes.iter().map(Into::into).collect();
+        let handle = self.lock(s, b.lock)?;
+        let current = self.fence(s, f, (b.lock, handle))?;
+        // SAFETY: type-checked against `BatchParams`/`BatchResults` in `new`.
+        let call: TypedFunc<BatchParams<'_>, BatchResults> = unsafe { TypedFunc::new_unchecked(self.batch) };
+        let (r,) = call.call(&mut *s, (current, handle, &args, p.into()))?;
+        Ok((r.verdicts, r.fence.map(Into::into)))
+    }
+
+    fn admit_stream(&mut self, s: &mut WorkerStore, high_water: u64, t: &[u64], p: Policy) -> Result<StreamCodes> {
+        // SAFETY: type-checked against `StreamParams`/`StreamResults` in `new`.
+        let call: TypedFunc<StreamParams<'_>, StreamResults> = unsafe { TypedFunc::new_unchecked(self.stream) };
+        let (r,) = call.call(&mut *s, (high_water, t, p.into()))?;
+        Ok((r.verdicts, r.high_water))
+    }
+}

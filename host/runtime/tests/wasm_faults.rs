@@ -1,0 +1,225 @@
+//! Fault handling of the Wasm guard, proved with a deliberately misbehaving
+//! component (`tests/plugins/misbehaving`): an infinite loop, a trap and a
+//! memory hog each fail the call closed with their own `GuardFailure`, the
+//! failed instance is discarded and the next call on the same guard succeeds;
+//! concurrent calls stay correct; and a hot swap under load loses no call and
+//! no state (the fence lives in the caller, not the plugin).
+
+use fencing_runtime::{
+    Admission, CallPath, Fence, Guard, GuardFailure, NativeGuard, Plugin, Policy, Rejection, Sequencer, WasmGuard,
+    WasmLimits, plugin,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Builds the misbehaving component once per test binary. Cargo rebuilds it
+/// only when the plugin or the guest files it includes changed.
+fn misbehaving() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("workspace root").to_path_buf();
+        let target = root.join("target/test-plugins");
+        let wasm = target.join("wasm32-wasip2/release/fencing_misbehaving.wasm");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&root)
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(root.join("tests/plugins/misbehaving/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target);
+        for var in ["RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"] {
+            cmd.env_remove(var);
+        }
+        let status = cmd.status().expect("run cargo to build the misbehaving plugin");
+        assert!(status.success(), "building tests/plugins/misbehaving failed");
+        assert!(wasm.exists(), "{} missing after build", wasm.display());
+        wasm
+    })
+}
+
+fn limits() -> WasmLimits {
+    WasmLimits { memory_bytes: 8 << 20, deadline: Duration::from_millis(50), ..WasmLimits::default() }
+}
+
+/// The misbehaving plugin, called on `path`.
+fn guard_on(path: CallPath) -> WasmGuard {
+    let engine = WasmGuard::engine(&limits()).expect("engine");
+    let plugin = Plugin::from_file(&engine, misbehaving(), None).expect("load misbehaving plugin");
+    let g = WasmGuard::with_path(engine, plugin, limits(), path).expect("guard");
+    assert_eq!(g.call_path(), path, "the misbehaving plugin has the direct-call shape");
+    g
+}
+
+fn guard() -> WasmGuard {
+    guard_on(CallPath::Direct)
+}
+
+fn seq(lock: &str, token: u64) -> Sequencer {
+    Sequencer { lock: lock.into(), token, sequence: None }
+}
+
+fn fence(lock: &str, high_water: u64) -> Fence {
+    Fence { lock: lock.into(), high_water, sequence: None }
+}
+
+/// Normal calls decide correctly.
+fn assert_healthy(g: &WasmGuard) {
+    let f = fence("orders", 10);
+    assert_eq!(
+        g.admit(Some(&f), &seq("orders", 11), Policy::NonDecreasing).unwrap(),
+        Ok(Admission { high_water: 11, sequence: None, new_term: true })
+    );
+    assert_eq!(
+        g.admit(Some(&f), &seq("orders", 9), Policy::NonDecreasing).unwrap(),
+        Err(Rejection::StaleToken { presented: 9, high_water: 10 })
+    );
+}
+
+/// Runs one misbehaving call on each call path and checks the failure, the
+/// discard and recovery.
+fn fails_then_recovers(lock: &str, expect: impl Fn(&GuardFailure) -> bool) {
+    for path in [CallPath::Direct, CallPath::Component] {
+        fails_then_recovers_on(path, lock, &expect);
+    }
+}
+
+fn fails_then_recovers_on(path: CallPath, lock: &str, expect: &impl Fn(&GuardFailure) -> bool) {
+    let g = guard_on(path);
+    assert_healthy(&g);
+    let before = g.instances_created();
+    let failure = g.admit(Some(&fence(lock, 1)), &seq(lock, 2), Policy::NonDecreasing).unwrap_err();
+    assert!(expect(&failure), "`{lock}` on {path:?} failed with {failure:?}");
+    assert_eq!(g.failures(), 1);
+    // The pool held one worker, which failed: the next call must build a new instance.
+    assert_healthy(&g);
+    assert_eq!(g.instances_created(), before + 1, "the failed instance was reused");
+    // Batch calls misbehave the same way and fail closed too.
+    let failure = g.admit_batch(None, lock, &[], Policy::NonDecreasing).unwrap_err();
+    assert!(expect(&failure), "batch under `{lock}` on {path:?} failed with {failure:?}");
+    assert_eq!(g.failures(), 2);
+    assert_healthy(&g);
+    assert_eq!(g.instances_created(), before + 2);
+}
+
+#[test]
+fn infinite_loop_times_out() {
+    fails_then_recovers("loop", |f| *f == GuardFailure::Timeout);
+}
+
+#[test]
+fn trap_fails_closed() {
+    fails_then_recovers("trap", |f| matches!(f, GuardFailure::Trap(m) if m.contains("unreachable")));
+}
+
+#[test]
+fn memory_hog_runs_out_of_memory() {
+    fails_then_recovers("hog", |f| *f == GuardFailure::OutOfMemory);
+}
+
+#[test]
+fn failure_reasons_are_distinct() {
+    let g = guard();
+    let reasons: Vec<&str> = ["loop", "trap", "hog"]
+        .iter()
+        .map(|l| g.admit(None, &seq(l, 1), Policy::NonDecreasing).unwrap_err().reason())
+        .collect();
+    assert_eq!(reasons, ["guard_timeout", "guard_trap", "guard_out_of_memory"]);
+    assert_eq!(g.failures(), 3);
+    assert_healthy(&g);
+}
+
+#[test]
+fn concurrent_calls_stay_correct_among_failures() {
+    let g = Arc::new(guard());
+    let threads: Vec<_> = (0..6u64)
+        .map(|t| {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let mut checked = 0u64;
+                for i in 0..400u64 {
+                    if t == 0 && i % 50 == 0 {
+                        // One thread keeps killing its instance.
+                        let f = g.admit(None, &seq("trap", 1), Policy::NonDecreasing).unwrap_err();
+                        assert!(matches!(f, GuardFailure::Trap(_)));
+                        continue;
+                    }
+                    let lock = format!("lock-{}", (t + i) % 5);
+                    let bound = if i % 7 == 0 { "other".to_owned() } else { lock.clone() };
+                    let stored = Fence { lock: bound, high_water: 100 + i % 13, sequence: Some(i % 3) };
+                    let policy = if i % 2 == 0 { Policy::NonDecreasing } else { Policy::StrictlyIncreasing };
+                    let sequence = if i % 5 == 0 { None } else { Some(i % 4) };
+                    let s = Sequencer { lock, token: 95 + i % 23, sequence };
+                    let wasm = g.admit(Some(&stored), &s, policy).expect("normal call must not fail");
+                    let native = NativeGuard.admit(Some(&stored), &s, policy).unwrap();
+                    assert_eq!(wasm, native, "{stored:?} {s:?} {policy:?}");
+                    checked += 1;
+                }
+                checked
+            })
+        })
+        .collect();
+    let checked: u64 = threads.into_iter().map(|t| t.join().expect("caller thread panicked")).sum();
+    assert_eq!(checked, 5 * 400 + 392);
+    assert_eq!(g.failures(), 8);
+}
+
+#[test]
+fn hot_swap_under_load_loses_no_call_and_no_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = dir.path().join("embedded.wasm");
+    std::fs::write(&embedded, plugin::EMBEDDED).unwrap();
+    // A generous deadline: this test is about swaps, and a loaded machine may
+    // preempt a caller mid-call while a swap compiles.
+    let limits = WasmLimits { deadline: Duration::from_secs(5), ..WasmLimits::default() };
+    let g = Arc::new(WasmGuard::from_file_with(&embedded, None, limits).unwrap());
+    let first = g.info().sha256;
+    // The state: one fence held by the test, advanced only through admissions.
+    let stored = Arc::new(Mutex::new(fence("orders", 1)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicU64::new(0));
+    let callers: Vec<_> = (0..3)
+        .map(|_| {
+            let (g, stored, stop, calls) = (g.clone(), stored.clone(), stop.clone(), calls.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut f = stored.lock().unwrap();
+                    let hw = f.high_water;
+                    // An advancing write, then a replay of the previous token.
+                    let admitted = g.admit(Some(&f), &seq("orders", hw + 1), Policy::StrictlyIncreasing);
+                    let a = admitted.expect("no call may fail during a swap").expect("advancing token admitted");
+                    f.high_water = a.high_water;
+                    let replay = g.admit(Some(&f), &seq("orders", hw), Policy::StrictlyIncreasing).unwrap();
+                    assert_eq!(replay, Err(Rejection::StaleToken { presented: hw, high_water: hw + 1 }));
+                    calls.fetch_add(2, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let mut swapped_in = Vec::new();
+    for i in 0..10 {
+        std::thread::sleep(Duration::from_millis(20));
+        let next = if i % 2 == 0 { misbehaving() } else { embedded.as_path() };
+        swapped_in.push(g.swap_file(next, None).expect("swap").sha256);
+        assert_eq!(g.info().sha256, *swapped_in.last().unwrap());
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    stop.store(true, Ordering::Relaxed);
+    for c in callers {
+        c.join().expect("caller thread panicked");
+    }
+    assert_ne!(swapped_in[0], first, "the swap switched to the other plugin");
+    assert_eq!(g.failures(), 0);
+    assert_eq!(g.info().sha256, first, "ten swaps end on the first plugin");
+    let hw = stored.lock().unwrap().high_water;
+    assert_eq!(hw, 1 + calls.load(Ordering::Relaxed) / 2, "every admitted token advanced the fence once");
+    assert!(hw > 10, "callers made progress across the swaps");
+    // The state survived every swap: the fence still refuses its own last token.
+    let f = stored.lock().unwrap().clone();
+    assert_eq!(
+        g.admit(Some(&f), &seq("orders", hw), Policy::StrictlyIncreasing).unwrap(),
+        Err(Rejection::TokenReused { presented: hw, high_water: hw })
+    );
+}

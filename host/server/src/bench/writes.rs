@@ -1,0 +1,211 @@
+//! `fencing bench writes`: durable fenced writes per second and latency.
+//!
+//! For each writer count, W concurrent writers (tokio tasks) each write to
+//! their own resource with increasing tokens (PUT of `--payload` bytes),
+//! one outstanding write per writer, for `--seconds`. The engine runs
+//! in-process (redb, group commit, `Durability::Immediate`) with the guard
+//! the flags choose; then the same workload runs as a conditional `UPDATE`
+//! on SQLite. Latency is measured per write from submission to durable ack.
+//! The guard is wrapped in a timer to report its share of write latency:
+//! total guard time / total write latency across all writes of the run.
+
+use crate::storage::{Engine, Mutation, RedbEngine, WriteOutcome, WriteRequest};
+use anyhow::Context;
+use fencing_runtime::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, NativeGuard, Policy};
+use fencing_runtime::{Sequencer, StreamOutcome, WasmGuard};
+use hdrhistogram::Histogram;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// What one `bench writes` measures (the CLI's flags, checked there).
+#[derive(Debug, Clone)]
+pub struct WritesConfig {
+    /// Writer counts to run, each a separate run; all at least 1.
+    pub writers: Vec<usize>,
+    /// Length of each run.
+    pub duration: Duration,
+    /// Bytes per write.
+    pub payload: usize,
+    /// Who decides writes.
+    pub guard: GuardKind,
+    /// Directory for the stores (on the disk to measure); a fresh temporary directory when `None`.
+    pub data_dir: Option<PathBuf>,
+    /// Writes each writer keeps in flight (pipelined under one token), at least 1.
+    pub inflight: usize,
+    /// Whether to run the SQLite comparison after each run.
+    pub sqlite: bool,
+}
+
+/// One measured run.
+pub struct RunResult {
+    pub store: &'static str,
+    pub writers: usize,
+    /// Writes in flight per writer.
+    pub inflight: usize,
+    pub elapsed: Duration,
+    /// Per-write latency in microseconds.
+    pub hist: Histogram<u64>,
+    /// Guard time / write latency, summed over the run.
+    pub guard_share: Option<f64>,
+}
+
+impl RunResult {
+    pub fn per_second(&self) -> f64 {
+        self.hist.len() as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Times every call into the wrapped guard.
+struct TimedGuard {
+    inner: Arc<dyn Guard>,
+    nanos: AtomicU64,
+    calls: AtomicU64,
+}
+
+impl TimedGuard {
+    fn timed<R>(&self, f: impl FnOnce() -> R) -> R {
+        let t0 = Instant::now();
+        let r = f();
+        self.nanos.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+}
+
+impl Guard for TimedGuard {
+    fn kind(&self) -> GuardKind {
+        self.inner.kind()
+    }
+    fn admit(&self, current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, GuardFailure> {
+        self.timed(|| self.inner.admit(current, presented, policy))
+    }
+    fn admit_batch(
+        &self,
+        current: Option<&Fence>,
+        lock: &str,
+        writes: &[BatchWrite],
+        policy: Policy,
+    ) -> Result<BatchOutcome, GuardFailure> {
+        self.timed(|| self.inner.admit_batch(current, lock, writes, policy))
+    }
+    fn admit_stream(&self, high_water: u64, tokens: &[u64], policy: Policy) -> Result<StreamOutcome, GuardFailure> {
+        self.timed(|| self.inner.admit_stream(high_water, tokens, policy))
+    }
+}
+
+async fn run_engine(
+    dir: &std::path::Path,
+    kind: GuardKind,
+    writers: usize,
+    inflight: usize,
+    duration: Duration,
+    payload: usize,
+) -> anyhow::Result<RunResult> {
+    let inner: Arc<dyn Guard> = match kind {
+        GuardKind::Wasm => Arc::new(WasmGuard::embedded(None).context("load embedded guard")?),
+        GuardKind::Native => Arc::new(NativeGuard),
+    };
+    let guard = Arc::new(TimedGuard { inner, nanos: AtomicU64::new(0), calls: AtomicU64::new(0) });
+    let store_dir = dir.join(format!("redb-{writers}"));
+    let _ = std::fs::remove_dir_all(&store_dir);
+    let engine = Arc::new(RedbEngine::open(&store_dir, guard.clone(), Policy::NonDecreasing)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    // With several writes in flight per writer, they share the writer's token
+    // (admitted under the non-decreasing policy); otherwise each write takes a new token.
+    let tasks: Vec<_> = (0..writers * inflight)
+        .map(|i| {
+            let w = i % writers;
+            let (engine, stop) = (engine.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut hist = Histogram::<u64>::new(3)?;
+                let data = vec![0x5a_u8; payload];
+                let mut token = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    token = if inflight == 1 { token + 1 } else { 1 };
+                    let req = WriteRequest {
+                        resource_id: format!("bench-{w}"),
+                        lock_id: format!("bench-{w}"),
+                        token,
+                        sequence: None,
+                        file_path: "/obj".into(),
+                        mutation: Mutation::Put,
+                        bytes: data.clone(),
+                    };
+                    let t0 = Instant::now();
+                    let out = engine.write(req).await?;
+                    anyhow::ensure!(matches!(out, WriteOutcome::Admitted { .. }), "increasing token refused: {out:?}");
+                    hist.record(t0.elapsed().as_micros() as u64)?;
+                }
+                anyhow::Ok(hist)
+            })
+        })
+        .collect();
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut hist = Histogram::<u64>::new(3)?;
+    for t in tasks {
+        hist.add(t.await??)?;
+    }
+    let elapsed = start.elapsed();
+    let total_latency_us: f64 =
+        hist.iter_recorded().map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64).sum();
+    let guard_us = guard.nanos.load(Ordering::Relaxed) as f64 / 1000.0;
+    let store = match kind {
+        GuardKind::Wasm => "fencing redb (wasm guard)",
+        GuardKind::Native => "fencing redb (native guard)",
+    };
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&store_dir);
+    Ok(RunResult { store, writers, inflight, elapsed, hist, guard_share: Some(guard_us / total_latency_us) })
+}
+
+/// The results as a Markdown table.
+pub fn table(results: &[RunResult]) -> String {
+    let mut out = String::from(
+        "| store | writers | in flight each | durable writes/s | p50 latency | p99 latency | guard share of latency |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in results {
+        let ms = |q| r.hist.value_at_quantile(q) as f64 / 1000.0;
+        let share = r.guard_share.map_or("n/a".to_owned(), |s| format!("{:.3}%", s * 100.0));
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {:.2} ms | {:.2} ms | {} |\n",
+            r.store,
+            r.writers,
+            r.inflight,
+            r.per_second(),
+            ms(0.5),
+            ms(0.99),
+            share
+        ));
+    }
+    out
+}
+
+/// Runs every configured writer count (and its SQLite comparison), reporting
+/// progress on stderr; the results in run order, for [`table`].
+pub fn run(cfg: &WritesConfig) -> anyhow::Result<Vec<RunResult>> {
+    let (dir, temp) = match &cfg.data_dir {
+        Some(d) => (d.clone(), false),
+        None => (std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>())), true),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let rt = tokio::runtime::Runtime::new().context("start tokio runtime")?;
+    let mut results = Vec::new();
+    for &w in &cfg.writers {
+        let r = rt.block_on(run_engine(&dir, cfg.guard, w, cfg.inflight, cfg.duration, cfg.payload))?;
+        eprintln!("{} x{w} (x{} in flight): {:.0} writes/s", r.store, cfg.inflight, r.per_second());
+        results.push(r);
+        if cfg.sqlite {
+            let r = super::sqlite::run(&dir, w, cfg.duration, cfg.payload)?;
+            eprintln!("{} x{w}: {:.0} writes/s", r.store, r.per_second());
+            results.push(r);
+        }
+    }
+    if temp {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(results)
+}

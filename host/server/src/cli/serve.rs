@@ -1,0 +1,231 @@
+//! `fencing serve`: one HTTP server for the roles this process runs.
+//!
+//! The router is built from parts and merged: the storage API when the role
+//! includes storage, the lock API when it includes locks, and `GET /metrics`
+//! over the one shared registry. Flags common to every server subcommand:
+//! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
+//! With `--auth-token-file` the whole router is wrapped in
+//! [`crate::http::auth`]: mutating requests need the bearer token, reads and
+//! `/metrics` stay open. The token file is read before anything starts; an
+//! unreadable, empty or invalid file is bad input (exit 2).
+
+use crate::http::auth::{BearerAuth, read_token_file};
+use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
+use crate::storage::{Engine, FlapConfig, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
+use crate::telemetry::Metrics;
+use anyhow::Context;
+use axum::Router;
+use axum::routing::get;
+use clap::{Args, ValueEnum};
+use fencing_runtime::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, WasmGuard};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which services this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    All,
+    Storage,
+    Locks,
+}
+
+impl Role {
+    pub fn storage(self) -> bool {
+        matches!(self, Role::All | Role::Storage)
+    }
+    pub fn locks(self) -> bool {
+        matches!(self, Role::All | Role::Locks)
+    }
+}
+
+/// Which store backs the storage role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// Embedded redb file under `--data-dir`.
+    Redb,
+    /// PostgreSQL at `--postgres-url`.
+    Postgres,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7070", env = "FENCING_LISTEN")]
+    pub listen: SocketAddr,
+    /// Directory for the embedded store and the compiled-plugin cache.
+    #[arg(long, default_value = "./fencing-data", env = "FENCING_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Which services to run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub role: Role,
+    /// Storage backend.
+    #[arg(long, value_enum, default_value = "redb")]
+    pub store: StoreKind,
+    /// PostgreSQL connection string (with `--store postgres`), e.g. `host=127.0.0.1 port=5432 user=fencing dbname=fencing`.
+    #[arg(long, env = "FENCING_POSTGRES_URL")]
+    pub postgres_url: Option<String>,
+    /// Who decides writes: the Wasm component or the same rules linked natively.
+    #[arg(long, default_value = "wasm", value_parser = super::named::<GuardKind>(GuardKind::ALL.map(GuardKind::name)))]
+    pub guard: GuardKind,
+    /// A `fencing:guard` component file; the embedded component when omitted.
+    #[arg(long)]
+    pub plugin: Option<PathBuf>,
+    /// Token comparison policy.
+    #[arg(long, default_value = "non-decreasing", value_parser = super::named::<Policy>(Policy::ALL.map(Policy::name)))]
+    pub policy: Policy,
+    /// A resource flaps when more than this many new tokens are admitted within `--flap-window`.
+    #[arg(long, default_value_t = 10)]
+    pub flap_max_terms: u32,
+    /// The flapping window (e.g. `10s`, `1m`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub flap_window: Duration,
+    /// Most resources with per-resource metric series (the most recently written ones).
+    #[arg(long, default_value_t = 1000)]
+    pub metrics_max_resources: usize,
+    /// Disable fencing: the storage admits every write whatever its token.
+    /// Unsafe; it exists to show what fencing prevents (`fencing chaos --no-fencing`).
+    #[arg(long)]
+    pub no_fencing: bool,
+    /// Require `Authorization: Bearer <token>` on every mutating request (storage writes, lock
+    /// acquire/renew/release: any method but GET/HEAD/OPTIONS); the file holds the token, a trailing
+    /// newline is ignored. Missing or wrong tokens get 401. Reads (`/v1/storage/read`, `/fence`,
+    /// `/v1/locks/status`) and `GET /metrics` stay open.
+    #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub locks: LockArgs,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.store == StoreKind::Postgres && args.postgres_url.is_none() {
+        return Err(super::usage("--store postgres needs --postgres-url"));
+    }
+    if args.plugin.is_some() && args.guard == GuardKind::Native {
+        return Err(super::usage("--plugin needs --guard wasm"));
+    }
+    if args.flap_window.is_zero() {
+        return Err(super::usage("--flap-window must be positive"));
+    }
+    let auth = match &args.auth_token_file {
+        Some(path) => Some(BearerAuth::new(&read_token_file(path).map_err(|e| super::usage(e.to_string()))?)),
+        None => None,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("start tokio runtime")?;
+    runtime.block_on(serve(args, auth))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(args: ServeArgs, auth: Option<BearerAuth>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
+    let metrics = Metrics::new();
+    let mut app = Router::new();
+    if args.role.storage() {
+        app = app.merge(storage_router(&args, &metrics).await?);
+    }
+    if args.role.locks() {
+        let locks = lock_service(&args.locks, &args.data_dir, &metrics).await?;
+        app = app.merge(crate::http::locks::router(locks));
+    }
+    let m = metrics.clone();
+    app = app.route("/metrics", get(move || std::future::ready(m.handler())));
+    let authenticated = auth.is_some();
+    if let Some(auth) = auth {
+        app = crate::http::auth::protect(app, auth);
+    }
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, role = ?args.role, authenticated, store = ?args.store, guard = ?args.guard, "serving");
+    crate::http::serve(listener, app).await.context("serve HTTP")
+}
+
+/// Builds the guard the flags ask for.
+pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
+    let cache = args.data_dir.join("plugin-cache");
+    if args.no_fencing {
+        tracing::warn!("--no-fencing: every write is admitted whatever its token; stale writers can corrupt data");
+        return Ok(Arc::new(UnfencedGuard));
+    }
+    Ok(match (args.guard, &args.plugin) {
+        (GuardKind::Native, _) => Arc::new(NativeGuard),
+        (GuardKind::Wasm, None) => Arc::new(WasmGuard::embedded(Some(&cache)).context("load embedded guard")?),
+        (GuardKind::Wasm, Some(path)) => Arc::new(
+            WasmGuard::from_file(path, Some(&cache))
+                .map_err(|e| super::usage(format!("plugin {}: {e}", path.display())))?,
+        ),
+    })
+}
+
+async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<Router> {
+    let guard = build_guard(args)?;
+    let policy = args.policy;
+    let engine: Arc<dyn Engine> = match args.store {
+        StoreKind::Redb => {
+            let dir = args.data_dir.join("storage");
+            Arc::new(RedbEngine::open(&dir, guard, policy).with_context(|| format!("open store in {}", dir.display()))?)
+        }
+        StoreKind::Postgres => {
+            let url = args.postgres_url.as_deref().expect("checked in run");
+            Arc::new(PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?)
+        }
+    };
+    let flap = FlapConfig {
+        max_term_changes: args.flap_max_terms,
+        window: args.flap_window,
+        max_tracked: args.metrics_max_resources,
+    };
+    let storage_metrics = Arc::new(StorageMetrics::new(metrics, flap));
+    Ok(crate::http::storage::router(StorageService::new(engine, storage_metrics)))
+}
+
+/// Lock service flags of `fencing serve`.
+#[derive(Debug, Clone, Args)]
+pub struct LockArgs {
+    /// Lock backend.
+    #[arg(long = "locks", value_enum, default_value_t = LockBackend::Embedded)]
+    pub backend: LockBackend,
+    /// etcd client URLs for `--locks etcd` (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
+    pub etcd_endpoints: Vec<String>,
+    /// Embedded backend: one token sequence per lock, or one for all locks.
+    #[arg(long, value_enum, default_value_t = TokenMode::PerLock)]
+    pub token_mode: TokenMode,
+    /// Re-acquiring a held lock with the same client_id returns the same lease and token.
+    #[arg(long)]
+    pub reentrant: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LockBackend {
+    Embedded,
+    Etcd,
+}
+
+/// Builds the lock service the flags ask for, registering its metrics.
+pub async fn lock_service(args: &LockArgs, data_dir: &Path, metrics: &Metrics) -> anyhow::Result<Arc<dyn LockService>> {
+    let lock_metrics = LockMetrics::register(metrics);
+    Ok(match args.backend {
+        LockBackend::Embedded => {
+            let cfg = EmbeddedConfig {
+                data_dir: Some(data_dir.to_path_buf()),
+                token_mode: args.token_mode,
+                reentrant: args.reentrant,
+                ..EmbeddedConfig::default()
+            };
+            Arc::new(EmbeddedLocks::open(cfg, lock_metrics).context("open the embedded lock service")?)
+        }
+        LockBackend::Etcd => {
+            if args.reentrant {
+                return Err(super::usage("--reentrant is only supported by --locks embedded"));
+            }
+            Arc::new(
+                EtcdLocks::connect(&args.etcd_endpoints, lock_metrics)
+                    .await
+                    .with_context(|| format!("connect to etcd at {}", args.etcd_endpoints.join(",")))?,
+            )
+        }
+    })
+}

@@ -1,0 +1,215 @@
+//! The storage API: `POST /v1/storage/write`, `GET /v1/storage/read`, `GET /v1/storage/fence`.
+//!
+//! Status codes: 200 admitted (or read/fence found), 409 refused by the fence
+//! (`{"accepted": false, "reason", "presented", "high_water"}`), 400 malformed
+//! (the body names the field), 404 no such object, 413 body or object too
+//! large, 503 refused because the guard could not decide (fail closed).
+//! A request that gets any non-200 answer changed nothing.
+
+use super::{ApiBody, ApiError};
+use crate::storage::{Mutation, StorageError, StorageService, WriteOutcome, WriteRequest};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use fencing_runtime::Fence;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::HashMap;
+
+/// The seed-001 write payload, plus optional `lock_id` and `sequence`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WriteBody {
+    pub resource_id: String,
+    pub fencing_token: u64,
+    pub write_payload: WritePayload,
+    /// The lock the token came from; defaults to `resource_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+}
+
+/// What to change: `bytes` is base64 (whitespace such as a trailing newline is
+/// ignored); required for `PUT` and `APPEND`, optional (and ignored) for `DELETE`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WritePayload {
+    pub file_path: String,
+    pub mutation_type: Mutation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
+}
+
+/// A fence on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceBody {
+    pub lock_id: String,
+    pub high_water: u64,
+    pub sequence: Option<u64>,
+}
+
+impl From<Fence> for FenceBody {
+    fn from(f: Fence) -> FenceBody {
+        FenceBody { lock_id: f.lock, high_water: f.high_water, sequence: f.sequence }
+    }
+}
+
+/// The storage routes, sharing `service`.
+pub fn router(service: StorageService) -> Router {
+    Router::new()
+        .route("/v1/storage/write", post(write))
+        .route("/v1/storage/read", get(read))
+        .route("/v1/storage/fence", get(fence))
+        .with_state(service)
+}
+
+fn storage_error(e: StorageError) -> ApiError {
+    match e {
+        StorageError::InvalidField { field, message } => ApiError::field(field, message),
+        StorageError::TooLarge { .. } => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "object_too_large", e.to_string())
+        }
+        StorageError::Closed => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "closed", e.to_string()),
+        StorageError::Backend(_) => ApiError::internal(e),
+    }
+}
+
+/// Decodes base64 ignoring ASCII whitespace (the seed payload ends in `\n`).
+pub fn decode_bytes(text: &str) -> Result<Vec<u8>, ApiError> {
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    BASE64
+        .decode(compact.as_bytes())
+        .map_err(|e| ApiError::field("write_payload.bytes", format!("invalid base64: {e}")))
+}
+
+/// serde reports a missing field at its parent's path; name the field itself.
+fn name_missing_field(mut e: ApiError) -> ApiError {
+    let missing = e.message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(name, _)| name);
+    if let Some(name) = missing {
+        e.field = Some(match e.field.take() {
+            Some(parent) => format!("{parent}.{name}"),
+            None => name.to_owned(),
+        });
+    }
+    e
+}
+
+/// Decodes and validates a `POST /v1/storage/write` body into the engine's
+/// request: JSON errors name the field path, `bytes` must be base64 (required
+/// for PUT and APPEND), names and sizes pass [`WriteRequest::validate`]. This
+/// is the whole of the handler's decoding; the `decode_write` fuzz target
+/// calls it directly.
+pub fn decode_write(bytes: &[u8]) -> Result<WriteRequest, ApiError> {
+    let body: WriteBody = super::decode_json(bytes).map_err(name_missing_field)?;
+    let data = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
+        (Some(text), _) => decode_bytes(text)?,
+        (None, Mutation::Delete) => Vec::new(),
+        (None, _) => {
+            return Err(ApiError::field("write_payload.bytes", "missing field `bytes` (required for PUT and APPEND)"));
+        }
+    };
+    let req = WriteRequest {
+        lock_id: body.lock_id.unwrap_or_else(|| body.resource_id.clone()),
+        resource_id: body.resource_id,
+        token: body.fencing_token,
+        sequence: body.sequence,
+        file_path: body.write_payload.file_path,
+        mutation: body.write_payload.mutation_type,
+        bytes: data,
+    };
+    req.validate().map_err(storage_error)?;
+    Ok(req)
+}
+
+async fn write(State(service): State<StorageService>, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
+    let req = decode_write(&body)?;
+    let resource_id = req.resource_id.clone();
+    let presented = req.token;
+    let recorded = service.write(req).await.map_err(storage_error)?;
+    let flapping = recorded.flapping;
+    Ok(match recorded.outcome {
+        WriteOutcome::Admitted { high_water, sequence, new_term } => Json(json!({
+            "accepted": true,
+            "resource_id": resource_id,
+            "high_water": high_water,
+            "sequence": sequence,
+            "new_term": new_term,
+            "flapping": flapping,
+        }))
+        .into_response(),
+        WriteOutcome::Rejected { rejection, fence } => (
+            StatusCode::CONFLICT,
+            Json(json!({
+                "accepted": false,
+                "reason": rejection.reason(),
+                "presented": presented,
+                "high_water": fence.as_ref().map_or(0, |f| f.high_water),
+                "fence": fence.map(FenceBody::from),
+            })),
+        )
+            .into_response(),
+        WriteOutcome::GuardFailed { failure, fence } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "accepted": false,
+                "reason": failure.reason(),
+                "message": failure.to_string(),
+                "presented": presented,
+                "high_water": fence.as_ref().map_or(0, |f| f.high_water),
+            })),
+        )
+            .into_response(),
+    })
+}
+
+fn required<'a>(q: &'a HashMap<String, String>, name: &str) -> Result<&'a str, ApiError> {
+    q.get(name).map(String::as_str).ok_or_else(|| ApiError::field(name.to_owned(), "query parameter is required"))
+}
+
+async fn read(
+    State(service): State<StorageService>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let resource_id = required(&q, "resource_id")?;
+    let file_path = required(&q, "file_path")?;
+    let read = service.read(resource_id, file_path).await.map_err(|e| match e {
+        // The query parameter is `file_path`, not the write payload's field.
+        StorageError::InvalidField { field, message } if field.ends_with("file_path") => {
+            ApiError::field("file_path", message)
+        }
+        e => storage_error(e),
+    })?;
+    let Some(bytes) = read.bytes else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "object_not_found",
+            format!("no object {file_path:?} in resource {resource_id:?}"),
+        ));
+    };
+    Ok(Json(json!({
+        "resource_id": resource_id,
+        "file_path": file_path,
+        "size": bytes.len(),
+        "bytes": BASE64.encode(&bytes),
+        "fence": read.fence.map(FenceBody::from),
+    }))
+    .into_response())
+}
+
+async fn fence(
+    State(service): State<StorageService>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let resource_id = required(&q, "resource_id")?;
+    let (fence, flapping) = service.fence(resource_id).await.map_err(storage_error)?;
+    Ok(Json(json!({
+        "resource_id": resource_id,
+        "high_water": fence.as_ref().map_or(0, |f| f.high_water),
+        "fence": fence.map(FenceBody::from),
+        "flapping": flapping,
+    }))
+    .into_response())
+}

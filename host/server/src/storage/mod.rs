@@ -1,0 +1,188 @@
+//! The fenced storage engine.
+//!
+//! A *resource* is a bucket-like id (`storage:customer-orders-bucket`) holding
+//! objects by `file_path` and exactly one [`Fence`]. A write reads the fence,
+//! asks the [`Guard`](fencing_runtime::Guard), and on admission applies the
+//! mutation and persists the new fence in the same transaction.
+//!
+//! Invariants every [`Engine`] upholds:
+//! - nothing interleaves between the fence check and the write for one resource;
+//! - a rejected (or failed) write changes nothing;
+//! - an acknowledged write and its fence are durable (fsynced) before the ack;
+//! - a resource's high-water mark never goes backwards.
+
+mod postgres;
+mod redb;
+mod service;
+mod telemetry;
+mod validate;
+
+pub use self::postgres::PostgresEngine;
+pub use self::redb::RedbEngine;
+pub use service::StorageService;
+pub use telemetry::{FlapConfig, StorageMetrics};
+pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
+pub use validate::{validate_file_path, validate_lock_id, validate_resource_id};
+
+use fencing_runtime::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer};
+use futures::future::BoxFuture;
+
+/// How a write changes its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Mutation {
+    /// Replace the object with the bytes.
+    #[serde(alias = "put")]
+    Put,
+    /// Append the bytes to the object (creating it if absent).
+    #[serde(alias = "append")]
+    Append,
+    /// Remove the object (bytes are ignored). Deleting an absent object is admitted and changes only the fence.
+    #[serde(alias = "delete")]
+    Delete,
+}
+
+impl Mutation {
+    /// The wire name (`PUT`, `APPEND`, `DELETE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mutation::Put => "PUT",
+            Mutation::Append => "APPEND",
+            Mutation::Delete => "DELETE",
+        }
+    }
+}
+
+/// One fenced write, already validated (see [`WriteRequest::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRequest {
+    pub resource_id: String,
+    /// The lock the token belongs to (defaults to the resource id at the API).
+    pub lock_id: String,
+    pub token: u64,
+    pub sequence: Option<u64>,
+    pub file_path: String,
+    pub mutation: Mutation,
+    pub bytes: Vec<u8>,
+}
+
+impl WriteRequest {
+    /// Checks names and sizes; the error names the offending field.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        validate_resource_id(&self.resource_id)?;
+        validate_lock_id(&self.lock_id)?;
+        validate_file_path(&self.file_path)?;
+        if self.bytes.len() > MAX_OBJECT_BYTES {
+            return Err(StorageError::TooLarge { size: self.bytes.len(), limit: MAX_OBJECT_BYTES });
+        }
+        Ok(())
+    }
+}
+
+/// The result of a write the engine could decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Applied and durable; the fence now holds `high_water`/`sequence`.
+    Admitted { high_water: u64, sequence: Option<u64>, new_term: bool },
+    /// Refused by the guard; `fence` is the unchanged fence (evidence).
+    Rejected { rejection: Rejection, fence: Option<Fence> },
+    /// The guard could not decide; the write was refused (fail closed).
+    GuardFailed { failure: GuardFailure, fence: Option<Fence> },
+}
+
+/// An object and the fence of its resource at the time of the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// `None` when the object does not exist.
+    pub bytes: Option<Vec<u8>>,
+    pub fence: Option<Fence>,
+}
+
+/// Why an engine call failed (not a fence rejection: those are [`WriteOutcome`]s).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// A name is empty, too long, or contains forbidden characters.
+    #[error("{field}: {message}")]
+    InvalidField { field: &'static str, message: String },
+    /// The object would exceed the size limit; nothing was changed.
+    #[error("object would be {size} bytes, over the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    /// The backing store failed; the write may not have been applied and was not acknowledged.
+    #[error("store failure: {0}")]
+    Backend(String),
+    /// The engine is shutting down.
+    #[error("storage engine is closed")]
+    Closed,
+}
+
+impl StorageError {
+    pub(crate) fn backend(e: impl std::fmt::Display) -> StorageError {
+        StorageError::Backend(e.to_string())
+    }
+}
+
+/// A fenced store. Implementations decide every write with the guard they were built with.
+pub trait Engine: Send + Sync {
+    /// A short name for logs and metrics (`redb`, `postgres`).
+    fn name(&self) -> &'static str;
+
+    /// Decides and (on admission) applies one write; returns after it is durable.
+    fn write(&self, req: WriteRequest) -> BoxFuture<'_, Result<WriteOutcome, StorageError>>;
+
+    /// Reads one object and the resource's fence.
+    fn read<'a>(&'a self, resource_id: &'a str, file_path: &'a str) -> BoxFuture<'a, Result<ReadResult, StorageError>>;
+
+    /// The resource's fence (`None`: no write was ever admitted).
+    fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
+}
+
+/// Applies `mutation` to `current`, enforcing the object size limit. `None` result: delete.
+pub(crate) fn apply_mutation(
+    current: Option<&[u8]>,
+    mutation: Mutation,
+    bytes: &[u8],
+) -> Result<Option<Vec<u8>>, StorageError> {
+    match mutation {
+        Mutation::Put => Ok(Some(bytes.to_vec())),
+        Mutation::Delete => Ok(None),
+        Mutation::Append => {
+            let old = current.unwrap_or(&[]);
+            let size = old.len() + bytes.len();
+            if size > MAX_OBJECT_BYTES {
+                return Err(StorageError::TooLarge { size, limit: MAX_OBJECT_BYTES });
+            }
+            let mut out = Vec::with_capacity(size);
+            out.extend_from_slice(old);
+            out.extend_from_slice(bytes);
+            Ok(Some(out))
+        }
+    }
+}
+
+/// Asks `guard` about `req` against the resource's `current` fence: the
+/// admission, or the refusal to report (a rejection or a guard failure, with
+/// `current` as evidence), after which the engine must change nothing.
+pub(crate) fn decide(
+    guard: &dyn Guard,
+    policy: Policy,
+    current: Option<Fence>,
+    req: &WriteRequest,
+) -> Result<Admission, WriteOutcome> {
+    let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
+    match guard.admit(current.as_ref(), &presented, policy) {
+        Err(failure) => Err(WriteOutcome::GuardFailed { failure, fence: current }),
+        Ok(Err(rejection)) => Err(WriteOutcome::Rejected { rejection, fence: current }),
+        Ok(Ok(admission)) => Ok(admission),
+    }
+}
+
+impl From<Admission> for WriteOutcome {
+    fn from(a: Admission) -> WriteOutcome {
+        WriteOutcome::Admitted { high_water: a.high_water, sequence: a.sequence, new_term: a.new_term }
+    }
+}
+
+/// The fence to persist after `admission` of a write under `lock`.
+pub(crate) fn next_fence(lock: &str, high_water: u64, sequence: Option<u64>) -> Fence {
+    Fence { lock: lock.to_owned(), high_water, sequence }
+}

@@ -1,0 +1,194 @@
+//! The PostgreSQL engine (seed 001's table idea: data plus last token).
+//!
+//! Schema (created if missing):
+//! - `fencing_resources(resource_id PK, lock_id, last_fencing_token, last_sequence, updated_at)`:
+//!   one row per resource, the fence. `lock_id IS NULL` means no write was admitted yet.
+//! - `fencing_objects(resource_id, file_path, data BYTEA, PK(resource_id, file_path))`.
+//!
+//! A write runs in one transaction: ensure the fence row exists, read it
+//! `FOR UPDATE` (so concurrent writers to the same resource serialize on the
+//! row lock and nothing interleaves between check and write), ask the guard,
+//! and on admission apply the mutation and update the fence before `COMMIT`.
+//! A refused write rolls back, so it changes nothing (not even the empty row).
+//! Writes to different resources lock different rows and run in parallel on
+//! the pool's connections; PostgreSQL's own WAL flush gives durability.
+//!
+//! Tokens and sequences are `u64` stored bit-for-bit in `BIGINT`; SQL never
+//! compares them (the guard does), so values above `i64::MAX` round-trip intact.
+
+use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, WriteOutcome, WriteRequest};
+use fencing_runtime::{Fence, Guard, Policy};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+/// Connections opened by [`PostgresEngine::connect`].
+pub const POOL_SIZE: usize = 16;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS fencing_resources (
+    resource_id        TEXT PRIMARY KEY,
+    lock_id            TEXT,
+    last_fencing_token BIGINT NOT NULL DEFAULT 0,
+    last_sequence      BIGINT,
+    updated_at         TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS fencing_objects (
+    resource_id TEXT NOT NULL,
+    file_path   TEXT NOT NULL,
+    data        BYTEA NOT NULL,
+    PRIMARY KEY (resource_id, file_path)
+);";
+
+/// A fenced store on PostgreSQL, with a fixed pool of connections.
+pub struct PostgresEngine {
+    pool: Vec<Mutex<Client>>,
+    next: AtomicUsize,
+    guard: Arc<dyn Guard>,
+    policy: Policy,
+}
+
+fn pg(e: tokio_postgres::Error) -> StorageError {
+    StorageError::Backend(format!("postgres: {e}"))
+}
+
+fn to_fence(lock: Option<String>, token: i64, sequence: Option<i64>) -> Option<Fence> {
+    lock.map(|lock| Fence { lock, high_water: token as u64, sequence: sequence.map(|s| s as u64) })
+}
+
+impl PostgresEngine {
+    /// Connects [`POOL_SIZE`] clients to `url` and creates the tables if missing.
+    pub async fn connect(url: &str, guard: Arc<dyn Guard>, policy: Policy) -> Result<PostgresEngine, StorageError> {
+        let mut pool = Vec::with_capacity(POOL_SIZE);
+        for _ in 0..POOL_SIZE {
+            let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::error!(error = %e, "postgres connection closed");
+                }
+            });
+            pool.push(Mutex::new(client));
+        }
+        pool[0].lock().await.batch_execute(SCHEMA).await.map_err(pg)?;
+        Ok(PostgresEngine { pool, next: AtomicUsize::new(0), guard, policy })
+    }
+
+    fn client(&self) -> &Mutex<Client> {
+        &self.pool[self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len()]
+    }
+
+    async fn write_inner(&self, req: WriteRequest) -> Result<WriteOutcome, StorageError> {
+        req.validate()?;
+        let mut client = self.client().lock().await;
+        let txn = client.transaction().await.map_err(pg)?;
+        let rid = req.resource_id.as_str();
+        txn.execute("INSERT INTO fencing_resources (resource_id) VALUES ($1) ON CONFLICT DO NOTHING", &[&rid])
+            .await
+            .map_err(pg)?;
+        let row = txn
+            .query_one(
+                "SELECT lock_id, last_fencing_token, last_sequence FROM fencing_resources WHERE resource_id = $1 FOR UPDATE",
+                &[&rid],
+            )
+            .await
+            .map_err(pg)?;
+        let current = to_fence(row.get(0), row.get(1), row.get(2));
+        let admission = match super::decide(&*self.guard, self.policy, current, &req) {
+            Ok(admission) => admission,
+            Err(refused) => {
+                txn.rollback().await.map_err(pg)?;
+                return Ok(refused);
+            }
+        };
+        let path = req.file_path.as_str();
+        match req.mutation {
+            Mutation::Put => {
+                txn.execute(
+                    "INSERT INTO fencing_objects (resource_id, file_path, data) VALUES ($1, $2, $3)
+                     ON CONFLICT (resource_id, file_path) DO UPDATE SET data = EXCLUDED.data",
+                    &[&rid, &path, &req.bytes],
+                )
+                .await
+                .map_err(pg)?;
+            }
+            Mutation::Append => {
+                let row = txn
+                    .query_one(
+                        "INSERT INTO fencing_objects (resource_id, file_path, data) VALUES ($1, $2, $3)
+                         ON CONFLICT (resource_id, file_path) DO UPDATE SET data = fencing_objects.data || EXCLUDED.data
+                         RETURNING octet_length(data)",
+                        &[&rid, &path, &req.bytes],
+                    )
+                    .await
+                    .map_err(pg)?;
+                let size = row.get::<_, i32>(0) as usize;
+                if size > MAX_OBJECT_BYTES {
+                    txn.rollback().await.map_err(pg)?;
+                    return Err(StorageError::TooLarge { size, limit: MAX_OBJECT_BYTES });
+                }
+            }
+            Mutation::Delete => {
+                txn.execute("DELETE FROM fencing_objects WHERE resource_id = $1 AND file_path = $2", &[&rid, &path])
+                    .await
+                    .map_err(pg)?;
+            }
+        }
+        let token = admission.high_water as i64;
+        let sequence = admission.sequence.map(|s| s as i64);
+        txn.execute(
+            "UPDATE fencing_resources SET lock_id = $2, last_fencing_token = $3, last_sequence = $4, updated_at = now()
+             WHERE resource_id = $1",
+            &[&rid, &req.lock_id, &token, &sequence],
+        )
+        .await
+        .map_err(pg)?;
+        txn.commit().await.map_err(pg)?;
+        Ok(admission.into())
+    }
+}
+
+impl Engine for PostgresEngine {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn write(&self, req: WriteRequest) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
+        Box::pin(self.write_inner(req))
+    }
+
+    fn read<'a>(&'a self, resource_id: &'a str, file_path: &'a str) -> BoxFuture<'a, Result<ReadResult, StorageError>> {
+        Box::pin(async move {
+            super::validate_resource_id(resource_id)?;
+            super::validate_file_path(file_path)?;
+            let client = self.client().lock().await;
+            // One statement, one snapshot: the object and the fence agree.
+            let row = client
+                .query_one(
+                    "SELECT r.lock_id, COALESCE(r.last_fencing_token, 0), r.last_sequence,
+                            (SELECT data FROM fencing_objects o WHERE o.resource_id = $1 AND o.file_path = $2)
+                     FROM (SELECT $1::text AS id) q LEFT JOIN fencing_resources r ON r.resource_id = q.id",
+                    &[&resource_id, &file_path],
+                )
+                .await
+                .map_err(pg)?;
+            Ok(ReadResult { bytes: row.get(3), fence: to_fence(row.get(0), row.get(1), row.get(2)) })
+        })
+    }
+
+    fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
+        Box::pin(async move {
+            super::validate_resource_id(resource_id)?;
+            let client = self.client().lock().await;
+            let row = client
+                .query_opt(
+                    "SELECT lock_id, last_fencing_token, last_sequence FROM fencing_resources WHERE resource_id = $1",
+                    &[&resource_id],
+                )
+                .await
+                .map_err(pg)?;
+            Ok(row.and_then(|r| to_fence(r.get(0), r.get(1), r.get(2))))
+        })
+    }
+}

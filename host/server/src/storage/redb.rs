@@ -1,0 +1,218 @@
+//! The embedded engine: redb with group commit.
+//!
+//! Writers hand their [`WriteRequest`] to one committer thread over a channel.
+//! The committer drains whatever is queued (up to [`MAX_BATCH`]), opens one
+//! redb write transaction with `Durability::Immediate`, decides each write in
+//! arrival order against the fence as left by the earlier writes of the same
+//! batch, applies the admitted ones, commits once (one fsync for the batch),
+//! and only then answers every writer.
+//!
+//! Invariants:
+//! - the fence check and the write of one request happen inside the single
+//!   write transaction, so nothing interleaves between them (no TOCTOU);
+//! - a write that is rejected, fails the guard or exceeds a limit touches no
+//!   table; a failed commit answers every writer of the batch with an error,
+//!   so no unacknowledged write is reported as admitted;
+//! - a reply is sent only after `commit()` returned, so every acknowledged
+//!   write is on disk.
+
+use super::{Engine, ReadResult, StorageError, WriteOutcome, WriteRequest, apply_mutation, next_fence};
+use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use fencing_runtime::{Fence, Guard, Policy};
+use futures::future::BoxFuture;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// resource id -> (lock, high-water, last sequence).
+const FENCES: TableDefinition<&str, (&str, u64, Option<u64>)> = TableDefinition::new("fences");
+/// (resource id, file path) -> object bytes.
+const OBJECTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("objects");
+
+/// Most writes decided in one transaction.
+pub const MAX_BATCH: usize = 4096;
+
+type Reply = oneshot::Sender<Result<WriteOutcome, StorageError>>;
+
+struct Job {
+    req: WriteRequest,
+    reply: Reply,
+}
+
+/// A redb file holding every resource, fed by one group-committing thread.
+pub struct RedbEngine {
+    db: Arc<Database>,
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl RedbEngine {
+    /// Opens (or creates) `dir/fencing.redb` and starts the committer.
+    pub fn open(dir: &Path, guard: Arc<dyn Guard>, policy: Policy) -> Result<RedbEngine, StorageError> {
+        std::fs::create_dir_all(dir).map_err(|e| StorageError::Backend(format!("create {}: {e}", dir.display())))?;
+        let db = Database::create(dir.join("fencing.redb")).map_err(StorageError::backend)?;
+        // Create both tables up front so read transactions never see them missing.
+        let txn = db.begin_write().map_err(StorageError::backend)?;
+        txn.open_table(FENCES).map_err(StorageError::backend)?;
+        txn.open_table(OBJECTS).map_err(StorageError::backend)?;
+        txn.commit().map_err(StorageError::backend)?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel::<Job>();
+        let committer_db = db.clone();
+        let committer = std::thread::Builder::new()
+            .name("fencing-redb-commit".into())
+            .spawn(move || run_committer(&committer_db, guard.as_ref(), policy, rx))
+            .map_err(StorageError::backend)?;
+        Ok(RedbEngine { db, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)) })
+    }
+
+    fn read_fence(db: &Database, resource_id: &str) -> Result<Option<Fence>, StorageError> {
+        let txn = db.begin_read().map_err(StorageError::backend)?;
+        let table = txn.open_table(FENCES).map_err(StorageError::backend)?;
+        Ok(table.get(resource_id).map_err(StorageError::backend)?.map(|v| decode_fence(v.value())))
+    }
+}
+
+impl Drop for RedbEngine {
+    fn drop(&mut self) {
+        // Closing the channel lets the committer finish the queued batch and exit.
+        self.tx.lock().expect("sender lock").take();
+        if let Some(handle) = self.committer.lock().expect("committer lock").take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn decode_fence((lock, high_water, sequence): (&str, u64, Option<u64>)) -> Fence {
+    Fence { lock: lock.to_owned(), high_water, sequence }
+}
+
+fn run_committer(db: &Database, guard: &dyn Guard, policy: Policy, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        match commit_batch(db, guard, policy, &batch) {
+            Ok(outcomes) => {
+                for (job, outcome) in batch.into_iter().zip(outcomes) {
+                    let _ = job.reply.send(outcome);
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, writes = batch.len(), "storage batch failed; no write of it was acknowledged");
+                for job in batch {
+                    let _ = job.reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Decides and applies `batch` in one transaction. The outer error aborts the
+/// whole batch; inner errors belong to single writes that changed nothing.
+fn commit_batch(
+    db: &Database,
+    guard: &dyn Guard,
+    policy: Policy,
+    batch: &[Job],
+) -> Result<Vec<Result<WriteOutcome, StorageError>>, StorageError> {
+    let mut txn = db.begin_write().map_err(StorageError::backend)?;
+    txn.set_durability(Durability::Immediate).map_err(StorageError::backend)?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    {
+        let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
+        let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
+        for job in batch {
+            let req = &job.req;
+            // Reads inside the write transaction see earlier writes of this batch.
+            let current =
+                fences.get(req.resource_id.as_str()).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
+            let admission = match super::decide(guard, policy, current, req) {
+                Ok(admission) => admission,
+                Err(refused) => {
+                    outcomes.push(Ok(refused));
+                    continue;
+                }
+            };
+            let key = (req.resource_id.as_str(), req.file_path.as_str());
+            let old = objects.get(key).map_err(StorageError::backend)?.map(|v| v.value().to_vec());
+            let new = match apply_mutation(old.as_deref(), req.mutation, &req.bytes) {
+                Ok(new) => new,
+                Err(e) => {
+                    outcomes.push(Err(e));
+                    continue;
+                }
+            };
+            match new {
+                Some(bytes) => {
+                    objects.insert(key, bytes.as_slice()).map_err(StorageError::backend)?;
+                }
+                None => {
+                    objects.remove(key).map_err(StorageError::backend)?;
+                }
+            }
+            let fence = next_fence(&req.lock_id, admission.high_water, admission.sequence);
+            fences
+                .insert(req.resource_id.as_str(), (fence.lock.as_str(), fence.high_water, fence.sequence))
+                .map_err(StorageError::backend)?;
+            outcomes.push(Ok(admission.into()));
+        }
+    }
+    txn.commit().map_err(StorageError::backend)?;
+    Ok(outcomes)
+}
+
+impl Engine for RedbEngine {
+    fn name(&self) -> &'static str {
+        "redb"
+    }
+
+    fn write(&self, req: WriteRequest) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
+        Box::pin(async move {
+            req.validate()?;
+            let (reply, rx) = oneshot::channel();
+            {
+                let tx = self.tx.lock().expect("sender lock");
+                let tx = tx.as_ref().ok_or(StorageError::Closed)?;
+                tx.send(Job { req, reply }).map_err(|_| StorageError::Closed)?;
+            }
+            rx.await.map_err(|_| StorageError::Closed)?
+        })
+    }
+
+    fn read<'a>(&'a self, resource_id: &'a str, file_path: &'a str) -> BoxFuture<'a, Result<ReadResult, StorageError>> {
+        Box::pin(async move {
+            super::validate_resource_id(resource_id)?;
+            super::validate_file_path(file_path)?;
+            let db = self.db.clone();
+            let (resource_id, file_path) = (resource_id.to_owned(), file_path.to_owned());
+            tokio::task::spawn_blocking(move || {
+                // One read transaction: the object and fence are from the same commit.
+                let txn = db.begin_read().map_err(StorageError::backend)?;
+                let fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
+                let objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
+                let fence =
+                    fences.get(resource_id.as_str()).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
+                let bytes = objects
+                    .get((resource_id.as_str(), file_path.as_str()))
+                    .map_err(StorageError::backend)?
+                    .map(|v| v.value().to_vec());
+                Ok(ReadResult { bytes, fence })
+            })
+            .await
+            .map_err(StorageError::backend)?
+        })
+    }
+
+    fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
+        Box::pin(async move {
+            super::validate_resource_id(resource_id)?;
+            RedbEngine::read_fence(&self.db, resource_id)
+        })
+    }
+}

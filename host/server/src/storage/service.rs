@@ -1,0 +1,75 @@
+//! The storage service: an [`Engine`] plus its metrics and rejection logs.
+//!
+//! Every write that reaches the engine is timed and counted exactly once:
+//! admitted, rejected by reason, or refused because the guard failed. Each
+//! refusal emits one `tracing` line with resource, presented token and high-water.
+
+use super::{Engine, ReadResult, StorageError, StorageMetrics, WriteOutcome, WriteRequest};
+use fencing_runtime::Fence;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Shared by the HTTP handlers (cheap to clone).
+#[derive(Clone)]
+pub struct StorageService {
+    engine: Arc<dyn Engine>,
+    metrics: Arc<StorageMetrics>,
+}
+
+/// An admitted or refused write, with the flapping state of its resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub outcome: WriteOutcome,
+    pub flapping: bool,
+}
+
+impl StorageService {
+    pub fn new(engine: Arc<dyn Engine>, metrics: Arc<StorageMetrics>) -> StorageService {
+        StorageService { engine, metrics }
+    }
+
+    /// The engine behind the service.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    /// Writes through the engine and records the outcome.
+    pub async fn write(&self, req: WriteRequest) -> Result<Recorded, StorageError> {
+        let start = Instant::now();
+        let resource = req.resource_id.clone();
+        let presented = req.token;
+        let outcome = self.engine.write(req).await?;
+        self.metrics.observe_latency(start.elapsed());
+        let flapping = match &outcome {
+            WriteOutcome::Admitted { high_water, new_term, .. } => {
+                self.metrics.admitted(&resource, *high_water, *new_term)
+            }
+            WriteOutcome::Rejected { rejection, fence } => {
+                let reason = rejection.reason();
+                self.metrics.rejected(reason);
+                let high_water = fence.as_ref().map_or(0, |f| f.high_water);
+                tracing::warn!(resource = %resource, presented, high_water, reason, "write rejected by the fence");
+                self.metrics.is_flapping(&resource)
+            }
+            WriteOutcome::GuardFailed { failure, fence } => {
+                let reason = failure.reason();
+                self.metrics.guard_failed(reason);
+                let high_water = fence.as_ref().map_or(0, |f| f.high_water);
+                tracing::error!(resource = %resource, presented, high_water, reason, error = %failure, "write refused: guard failed");
+                self.metrics.is_flapping(&resource)
+            }
+        };
+        Ok(Recorded { outcome, flapping })
+    }
+
+    /// Reads an object and the fence.
+    pub async fn read(&self, resource_id: &str, file_path: &str) -> Result<ReadResult, StorageError> {
+        self.engine.read(resource_id, file_path).await
+    }
+
+    /// The fence and whether the resource is flapping.
+    pub async fn fence(&self, resource_id: &str) -> Result<(Option<Fence>, bool), StorageError> {
+        let fence = self.engine.fence(resource_id).await?;
+        Ok((fence, self.metrics.is_flapping(resource_id)))
+    }
+}

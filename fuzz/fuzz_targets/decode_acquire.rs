@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     match decode_acquire(data) {
         Ok(req) => {
-            let again = decode_acquire(&serde_json::to_vec(&req).unwrap()).expect("re-encoded body decodes");
+            let again = decode_acquire(&serde_json::to_vec(&*req).unwrap()).expect("re-encoded body decodes");
             assert_eq!(req, again);
         }
         Err(err) => {

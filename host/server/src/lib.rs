@@ -22,3 +22,4 @@ pub mod locks;
 pub mod storage;
 pub mod telemetry;
 pub mod vectors;
+pub mod wire;

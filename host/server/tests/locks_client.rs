@@ -2,8 +2,9 @@
 //! unreachable service drops it, so writers cannot use a token they lost.
 
 use fencing_host::client::locks::{HeldLock, KeepOptions, LockClient};
-use fencing_host::locks::{AcquireRequest, EmbeddedConfig, EmbeddedLocks, LockMetrics, LockService};
+use fencing_host::locks::{EmbeddedConfig, EmbeddedLocks, LockMetrics, LockService};
 use fencing_host::telemetry::Metrics;
+use fencing_host::wire::locks::AcquireRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,10 +2,10 @@
 //! expired lease ids, reentrancy, token modes, and tokens across reopen.
 
 use fencing_host::locks::{
-    AcquireRequest, Acquired, EmbeddedConfig, EmbeddedLocks, Grant, HeldReason, LeaseRef, LockError, LockMetrics,
-    LockService, TokenMode,
+    Acquired, EmbeddedConfig, EmbeddedLocks, LockError, LockMetrics, LockService, TokenMode, ValidAcquire,
 };
 use fencing_host::telemetry::Metrics;
+use fencing_host::wire::locks::{AcquireRequest, Grant, HeldReason, LeaseRef};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,11 +13,15 @@ fn service(cfg: EmbeddedConfig) -> EmbeddedLocks {
     EmbeddedLocks::open(cfg, LockMetrics::register(&Metrics::new())).unwrap()
 }
 
-fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
+fn raw(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
     AcquireRequest { resource_id: lock.into(), client_id: client.into(), lease_duration_ms: lease, wait_ms: wait }
 }
 
-async fn grant(s: &EmbeddedLocks, r: AcquireRequest) -> Grant {
+fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> ValidAcquire {
+    ValidAcquire::new(raw(lock, client, lease, wait)).expect("a valid test acquisition")
+}
+
+async fn grant(s: &EmbeddedLocks, r: ValidAcquire) -> Grant {
     match s.acquire(r).await.unwrap() {
         Acquired::Granted(g) => g,
         Acquired::Refused(r) => panic!("refused: {r:?}"),
@@ -175,8 +179,10 @@ async fn reopen_starts_above_the_reserved_ceiling_and_waits_out_old_leases() {
 #[tokio::test]
 async fn invalid_requests_name_the_field() {
     let s = service(EmbeddedConfig::default());
-    let e = s.acquire(req("a", "c", 0, None)).await.unwrap_err();
+    let e = ValidAcquire::new(raw("a", "c", 0, None)).unwrap_err();
     assert!(matches!(e, LockError::Invalid { field: "lease_duration_ms", .. }));
-    let e = s.acquire(req(&"n".repeat(300), "c", 100, None)).await.unwrap_err();
+    let e = ValidAcquire::new(raw(&"n".repeat(300), "c", 100, None)).unwrap_err();
     assert!(matches!(e, LockError::Invalid { field: "resource_id", .. }));
+    // The service never saw them: the lock is free.
+    assert!(matches!(s.acquire(req("a", "c", 100, None)).await.unwrap(), Acquired::Granted(_)));
 }

@@ -2,8 +2,9 @@
 //! API's semantics on one member, and tokens that stay monotonic while the
 //! leader of a 3-member cluster is killed mid-run.
 
-use fencing_host::locks::{AcquireRequest, Acquired, EtcdLocks, LeaseRef, LockError, LockMetrics, LockService};
+use fencing_host::locks::{Acquired, EtcdLocks, LockError, LockMetrics, LockService, ValidAcquire};
 use fencing_host::telemetry::Metrics;
+use fencing_host::wire::locks::{AcquireRequest, LeaseRef};
 use fencing_runtime::{Fence, Guard, NativeGuard, Policy, Sequencer};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -80,8 +81,12 @@ async fn connect(endpoints: &[String]) -> EtcdLocks {
     }
 }
 
-fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
+fn raw(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
     AcquireRequest { resource_id: lock.into(), client_id: client.into(), lease_duration_ms: lease, wait_ms: wait }
+}
+
+fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> ValidAcquire {
+    ValidAcquire::new(raw(lock, client, lease, wait)).expect("a valid test acquisition")
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The storage HTTP API in-process: the seed's GC-pause story, racing writers,
+//! The storage HTTP API in-process: the GC-pause story, racing writers,
 //! malformed input, reads, fences and metrics.
 
 use fencing_host::client::storage::{StorageClient, Write};
@@ -72,7 +72,7 @@ async fn gc_pause_story_over_http() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn seed_payload_is_accepted_verbatim() {
+async fn write_api_payload_is_accepted_verbatim() {
     let s = start(FlapConfig::default()).await;
     let c = StorageClient::new(&s.base);
     let body = json!({

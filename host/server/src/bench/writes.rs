@@ -133,7 +133,8 @@ async fn run_engine(
                         file_path: "/obj".into(),
                         mutation: Mutation::Put,
                         bytes: data.clone(),
-                    };
+                    }
+                    .validate()?;
                     let t0 = Instant::now();
                     let out = engine.write(req).await?;
                     anyhow::ensure!(matches!(out, WriteOutcome::Admitted { .. }), "increasing token refused: {out:?}");

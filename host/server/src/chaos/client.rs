@@ -12,9 +12,9 @@
 
 use super::history::{HistoryWriter, Op, OpKind, Outcome, Record, now_us};
 use super::wire::{AcquireResponse, WriteResponse};
-use crate::http::storage::{WriteBody, WritePayload};
-use crate::locks::{AcquireRequest, LeaseRef};
 use crate::storage::Mutation;
+use crate::wire::locks::{AcquireRequest, LeaseRef};
+use crate::wire::storage::{WriteBody, WritePayload};
 use base64::Engine;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

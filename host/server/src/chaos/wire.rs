@@ -1,8 +1,8 @@
 //! The campaign's view of the servers' answers.
 //!
 //! Requests are not defined here: the clients serialize the servers' own
-//! request types (`http::storage::WriteBody`, `locks::AcquireRequest`,
-//! `locks::LeaseRef`), so there is one definition of each body. Responses are
+//! request types (`wire::storage::WriteBody`, `wire::locks::AcquireRequest`,
+//! `wire::locks::LeaseRef`), so there is one definition of each body. Responses are
 //! decoded leniently (unknown fields ignored, every field but the verdict
 //! optional) because the campaign must record whatever a faulty or restarted
 //! server answers rather than fail on it. Tokens are always `u64`; `bytes` is

@@ -9,26 +9,24 @@
 //! 4. client 1 is resumed with SIGCONT and sends its write with token N;
 //! 5. the storage rejects it (409 `stale_token`): the data is client 2's.
 //!
-//! Then the same run against a storage that does not check tokens (served by
-//! the demo itself, same API): client 1's stale write lands and silently
-//! replaces client 2's data. Clients are `fencing demo client ...` processes.
+//! Then the same run against a storage that does not check tokens (a second
+//! `fencing serve --role storage --no-fencing`, same API): client 1's stale
+//! write lands and silently replaces client 2's data. Clients are
+//! `fencing demo client ...` processes.
 
 use crate::client::locks::LockClient;
-use crate::locks::{AcquireRequest, Acquired};
+use crate::client::storage::{StorageClient, Write};
+use crate::locks::Acquired;
+use crate::storage::Mutation;
+use crate::wire::locks::AcquireRequest;
 use anyhow::{Context, bail};
-use axum::extract::{Query, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
 use clap::{Args, Subcommand, ValueEnum};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const RESOURCE: &str = "storage:customer-orders-bucket";
@@ -78,35 +76,49 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         return rt.block_on(client(locks, storage, name, lease_ms, think_ms));
     }
     let dir = std::env::temp_dir().join(format!("fencing-demo-{:x}", rand::random::<u64>()));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let base = format!("http://127.0.0.1:{port}");
-    println!("== fencing demo: a client paused past its lease (seed scenario: GC pause) ==");
-    println!("starting `fencing serve` on {base} (embedded locks, data in {})", dir.display());
-    let mut server = Command::new(std::env::current_exe()?)
-        .args(["serve", "--role", "all", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("start fencing serve")?;
+    println!("== fencing demo: a client paused past its lease (the GC-pause scenario) ==");
+    let mut servers = Vec::new();
     let result = rt.block_on(async {
-        wait_up(&base).await?;
+        let (base, server) = serve(&dir.join("fenced"), &["--role", "all"]).await?;
+        servers.push(server);
+        println!("`fencing serve` on {base}: embedded locks and fenced storage, data in {}", dir.display());
         let mut ok = true;
         if args.only != Runs::Unfenced {
             println!("\n-- run 1: storage checks fencing tokens --");
             ok &= scenario(&base, &base, "fenced", args.lease_ms).await?;
         }
         if args.only != Runs::Fenced {
-            println!("\n-- run 2: the same, storage without fencing --");
-            let naive = naive_storage().await?;
+            println!("\n-- run 2: the same, storage without fencing (`fencing serve --role storage --no-fencing`) --");
+            let (naive, server) = serve(&dir.join("unfenced"), &["--role", "storage", "--no-fencing"]).await?;
+            servers.push(server);
             ok &= scenario(&base, &naive, "unfenced", args.lease_ms).await?;
         }
         Ok::<bool, anyhow::Error>(ok)
     });
-    let _ = server.kill();
-    let _ = server.wait();
+    for mut server in servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(if result? { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Starts `fencing serve` with `args` on a free loopback port and data in
+/// `dir`; its base URL once it answers.
+async fn serve(dir: &Path, args: &[&str]) -> anyhow::Result<(String, Child)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let base = format!("http://127.0.0.1:{port}");
+    let server = Command::new(std::env::current_exe()?)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("start fencing serve")?;
+    wait_up(&base).await?;
+    Ok((base, server))
 }
 
 async fn wait_up(base: &str) -> anyhow::Result<()> {
@@ -161,15 +173,8 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
     let w1 = read_event(&mut c1_out)?;
     let _ = tokio::task::spawn_blocking(move || c1.wait()).await?;
     println!("6. client-1's write: HTTP {} {}", w1["status"], w1["body"]);
-    let read: Value = reqwest::Client::new()
-        .get(format!("{storage}/v1/storage/read"))
-        .query(&[("resource_id", resource.as_str()), ("file_path", FILE)])
-        .send()
-        .await?
-        .json()
-        .await
-        .context("read back the file")?;
-    let data = B64.decode(read["bytes"].as_str().unwrap_or_default()).unwrap_or_default();
+    let read = StorageClient::new(storage).read(&resource, FILE).await.context("read back the file")?;
+    let data = read.bytes().unwrap_or_default();
     let data = String::from_utf8_lossy(&data).trim().to_string();
     println!("7. final contents of {FILE}: {data:?}");
     let c2_won = data.contains("client-2");
@@ -219,58 +224,17 @@ async fn client(
     println!("{}", json!({"event": "acquired", "fencing_token": grant.fencing_token}));
     // The token was read; the write is on its way. A pause here is invisible to this process.
     tokio::time::sleep(Duration::from_millis(think_ms)).await;
-    let body = json!({
-        "resource_id": resource,
-        "fencing_token": grant.fencing_token,
-        "write_payload": {
-            "file_path": FILE,
-            "mutation_type": "PUT",
-            "bytes": B64.encode(format!("order-total=... written by {name} with token {}\n", grant.fencing_token)),
-        }
-    });
-    let resp = reqwest::Client::new().post(format!("{storage}/v1/storage/write")).json(&body).send().await?;
-    let status = resp.status().as_u16();
-    let answer: Value = resp.json().await.unwrap_or(Value::Null);
-    println!("{}", json!({"event": "write", "status": status, "body": answer}));
+    let data = format!("order-total=... written by {name} with token {}\n", grant.fencing_token);
+    let write = Write {
+        resource_id: &resource,
+        token: grant.fencing_token,
+        file_path: FILE,
+        mutation: Mutation::Put,
+        bytes: data.as_bytes(),
+        lock_id: None,
+        sequence: None,
+    };
+    let answer = StorageClient::new(&storage).write(&write).await?;
+    println!("{}", json!({"event": "write", "status": answer.status, "body": answer.body}));
     Ok(ExitCode::SUCCESS)
-}
-
-type Files = Arc<Mutex<HashMap<(String, String), Vec<u8>>>>;
-
-/// A storage with the same write/read API that accepts every write: no fencing.
-async fn naive_storage() -> anyhow::Result<String> {
-    let files: Files = Arc::default();
-    let app = Router::new()
-        .route("/v1/storage/write", post(naive_write))
-        .route("/v1/storage/read", get(naive_read))
-        .with_state(files);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(format!("http://{addr}"))
-}
-
-async fn naive_write(State(files): State<Files>, Json(w): Json<Value>) -> Json<Value> {
-    let key = (
-        w["resource_id"].as_str().unwrap_or("").to_string(),
-        w["write_payload"]["file_path"].as_str().unwrap_or("").to_string(),
-    );
-    let bytes = B64.decode(w["write_payload"]["bytes"].as_str().unwrap_or("")).unwrap_or_default();
-    let mut files = files.lock().expect("naive storage");
-    match w["write_payload"]["mutation_type"].as_str() {
-        Some("APPEND") => files.entry(key).or_default().extend_from_slice(&bytes),
-        Some("DELETE") => {
-            files.remove(&key);
-        }
-        _ => {
-            files.insert(key, bytes);
-        }
-    }
-    Json(json!({"accepted": true, "note": "no fencing: token not checked"}))
-}
-
-async fn naive_read(State(files): State<Files>, Query(q): Query<HashMap<String, String>>) -> Json<Value> {
-    let key = (q.get("resource_id").cloned().unwrap_or_default(), q.get("file_path").cloned().unwrap_or_default());
-    let bytes = files.lock().expect("naive storage").get(&key).cloned().unwrap_or_default();
-    Json(json!({"bytes": B64.encode(bytes)}))
 }

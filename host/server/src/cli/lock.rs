@@ -6,7 +6,8 @@
 
 use super::usage;
 use crate::client::locks::{ClientError, LockClient};
-use crate::locks::{self, AcquireRequest, Acquired, LeaseRef};
+use crate::locks::{self, Acquired};
+use crate::wire::locks::{AcquireRequest, LeaseRef};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;

@@ -12,7 +12,8 @@
 //!   longer holds. A pause after the writer read the token is what the
 //!   storage fence is for.
 
-use crate::locks::{AcquireRequest, Acquired, Grant, LeaseRef, Refusal, Released, Renewed, Status};
+use crate::locks::Acquired;
+use crate::wire::locks::{AcquireRequest, Grant, LeaseRef, Refusal, Released, Renewed, Status};
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -4,8 +4,8 @@
 //! can tell admitted (200), refused by the fence (409), malformed (400) and
 //! server failures (5xx) apart without parsing errors out of strings.
 
-use crate::http::storage::{WriteBody, WritePayload};
 use crate::storage::Mutation;
+use crate::wire::storage::{WriteBody, WritePayload};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use std::sync::Arc;

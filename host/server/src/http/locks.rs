@@ -3,13 +3,14 @@
 //! Mount with `app.merge(http::locks::router(service))`; the service
 //! registered its metrics in the shared registry when it was built.
 //!
-//! Answers: acquire 200 with the seed-001 grant or 409 `{"lock_acquired":
+//! Answers: acquire 200 with the grant or 409 `{"lock_acquired":
 //! false, "reason", "remaining_lease_ms"}`; renew/release 200, or 409
 //! `wrong_lease` / 410 `lease_expired` naming `lock_token`; invalid input 400
 //! naming the field; a backend that cannot answer 503.
 
 use super::{ApiBody, ApiError, decode_json};
-use crate::locks::{self, AcquireRequest, Acquired, LeaseRef, LockError, LockService};
+use crate::locks::{self, Acquired, LockError, LockService, ValidAcquire};
+use crate::wire::locks::{AcquireRequest, LeaseRef};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -31,12 +32,11 @@ pub fn router(service: Arc<dyn LockService>) -> Router {
 type Svc = State<Arc<dyn LockService>>;
 
 /// Decodes and validates a `POST /v1/locks/acquire` body (unknown fields are
-/// refused; names and lease bounds checked by [`locks::validate_acquire`]).
+/// refused; names and lease bounds checked by [`ValidAcquire::new`]).
 /// The handler's whole decoding; the `decode_acquire` fuzz target calls it.
-pub fn decode_acquire(bytes: &[u8]) -> Result<AcquireRequest, ApiError> {
+pub fn decode_acquire(bytes: &[u8]) -> Result<ValidAcquire, ApiError> {
     let req: AcquireRequest = decode_json(bytes)?;
-    locks::validate_acquire(&req).map_err(api_error)?;
-    Ok(req)
+    ValidAcquire::new(req).map_err(api_error)
 }
 
 /// Decodes and validates a renew or release body (the lease id must be 32

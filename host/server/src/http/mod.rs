@@ -9,7 +9,6 @@ pub mod locks;
 pub mod storage;
 
 use axum::Router;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -94,19 +93,6 @@ impl<S: Send + Sync> FromRequest<S> for ApiBody {
     }
 }
 
-/// A JSON body whose decoding errors name the field (`write_payload.bytes`)
-/// and map to 400 (malformed), 413 (too large) or 415 (not JSON).
-pub struct ApiJson<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let ApiBody(bytes) = ApiBody::from_request(req, state).await?;
-        decode_json(&bytes).map(ApiJson)
-    }
-}
-
 /// Decodes JSON, naming the path of the first field that failed. Anything but
 /// whitespace after the value is refused as malformed.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -120,11 +106,6 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()))?;
     Ok(value)
-}
-
-/// Maps axum's own JSON rejection (for handlers that use `axum::Json`).
-pub fn json_rejection(e: JsonRejection) -> ApiError {
-    ApiError::new(e.status(), "bad_body", e.body_text())
 }
 
 /// Serves `app` on `listener` until ctrl-c or SIGTERM.

@@ -7,7 +7,8 @@
 //! A request that gets any non-200 answer changed nothing.
 
 use super::{ApiBody, ApiError};
-use crate::storage::{Mutation, StorageError, StorageService, WriteOutcome, WriteRequest};
+use crate::storage::{Mutation, StorageError, StorageService, ValidWrite, WriteOutcome, WriteRequest};
+use crate::wire::storage::{FenceBody, WriteBody};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,47 +16,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use fencing_runtime::Fence;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::HashMap;
-
-/// The seed-001 write payload, plus optional `lock_id` and `sequence`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WriteBody {
-    pub resource_id: String,
-    pub fencing_token: u64,
-    pub write_payload: WritePayload,
-    /// The lock the token came from; defaults to `resource_id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sequence: Option<u64>,
-}
-
-/// What to change: `bytes` is base64 (whitespace such as a trailing newline is
-/// ignored); required for `PUT` and `APPEND`, optional (and ignored) for `DELETE`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WritePayload {
-    pub file_path: String,
-    pub mutation_type: Mutation,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<String>,
-}
-
-/// A fence on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FenceBody {
-    pub lock_id: String,
-    pub high_water: u64,
-    pub sequence: Option<u64>,
-}
-
-impl From<Fence> for FenceBody {
-    fn from(f: Fence) -> FenceBody {
-        FenceBody { lock_id: f.lock, high_water: f.high_water, sequence: f.sequence }
-    }
-}
 
 /// The storage routes, sharing `service`.
 pub fn router(service: StorageService) -> Router {
@@ -77,7 +39,7 @@ fn storage_error(e: StorageError) -> ApiError {
     }
 }
 
-/// Decodes base64 ignoring ASCII whitespace (the seed payload ends in `\n`).
+/// Decodes base64 ignoring ASCII whitespace (`base64` output ends in `\n`).
 pub fn decode_bytes(text: &str) -> Result<Vec<u8>, ApiError> {
     let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     BASE64
@@ -99,10 +61,10 @@ fn name_missing_field(mut e: ApiError) -> ApiError {
 
 /// Decodes and validates a `POST /v1/storage/write` body into the engine's
 /// request: JSON errors name the field path, `bytes` must be base64 (required
-/// for PUT and APPEND), names and sizes pass [`WriteRequest::validate`]. This
-/// is the whole of the handler's decoding; the `decode_write` fuzz target
-/// calls it directly.
-pub fn decode_write(bytes: &[u8]) -> Result<WriteRequest, ApiError> {
+/// for PUT and APPEND), names and sizes pass [`WriteRequest::validate`] (its
+/// field names mapped to their JSON paths). This is the whole of the
+/// handler's decoding; the `decode_write` fuzz target calls it directly.
+pub fn decode_write(bytes: &[u8]) -> Result<ValidWrite, ApiError> {
     let body: WriteBody = super::decode_json(bytes).map_err(name_missing_field)?;
     let data = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
         (Some(text), _) => decode_bytes(text)?,
@@ -120,8 +82,12 @@ pub fn decode_write(bytes: &[u8]) -> Result<WriteRequest, ApiError> {
         mutation: body.write_payload.mutation_type,
         bytes: data,
     };
-    req.validate().map_err(storage_error)?;
-    Ok(req)
+    req.validate().map_err(|e| match e {
+        StorageError::InvalidField { field: "file_path", message } => {
+            ApiError::field("write_payload.file_path", message)
+        }
+        e => storage_error(e),
+    })
 }
 
 async fn write(State(service): State<StorageService>, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
@@ -175,13 +141,7 @@ async fn read(
 ) -> Result<Response, ApiError> {
     let resource_id = required(&q, "resource_id")?;
     let file_path = required(&q, "file_path")?;
-    let read = service.read(resource_id, file_path).await.map_err(|e| match e {
-        // The query parameter is `file_path`, not the write payload's field.
-        StorageError::InvalidField { field, message } if field.ends_with("file_path") => {
-            ApiError::field("file_path", message)
-        }
-        e => storage_error(e),
-    })?;
+    let read = service.read(resource_id, file_path).await.map_err(storage_error)?;
     let Some(bytes) = read.bytes else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -21,10 +21,8 @@
 
 use super::clock::{ClockError, GenerationClock};
 use super::metrics::LockMetrics;
-use super::{
-    AcquireRequest, Acquired, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
-    Renewed, Status,
-};
+use super::{Acquired, BoxFuture, LockError, LockService, ValidAcquire};
+use crate::wire::locks::{AcquireRequest, Grant, HeldReason, LeaseRef, Refusal, Released, Renewed, Status};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
@@ -167,13 +165,8 @@ impl EmbeddedLocks {
         Ok(EmbeddedLocks { inner: Arc::new(inner) })
     }
 
-    /// The instant until which acquisitions are refused after a restart.
-    pub fn grace_until(&self) -> Instant {
-        self.inner.grace_until
-    }
-
-    async fn acquire_inner(&self, req: AcquireRequest) -> Result<Acquired, LockError> {
-        super::validate_acquire(&req)?;
+    async fn acquire_inner(&self, req: ValidAcquire) -> Result<Acquired, LockError> {
+        let req = req.into_inner();
         let inner = &self.inner;
         inner.ensure_lease_durable(req.lease_duration_ms)?;
         let deadline = Instant::now() + Duration::from_millis(req.wait_ms.unwrap_or(0));
@@ -451,7 +444,7 @@ impl Drop for WaiterGuard {
 }
 
 impl LockService for EmbeddedLocks {
-    fn acquire(&self, req: AcquireRequest) -> BoxFuture<'_, Result<Acquired, LockError>> {
+    fn acquire(&self, req: ValidAcquire) -> BoxFuture<'_, Result<Acquired, LockError>> {
         Box::pin(self.acquire_inner(req))
     }
     fn renew(&self, lease: LeaseRef) -> BoxFuture<'_, Result<Renewed, LockError>> {

@@ -18,10 +18,8 @@
 //! "expired" (rather than "wrong") only by the server instance that granted it.
 
 use super::metrics::LockMetrics;
-use super::{
-    AcquireRequest, Acquired, BoxFuture, Grant, HeldReason, LeaseRef, LockError, LockService, Refusal, Released,
-    Renewed, Status,
-};
+use super::{Acquired, BoxFuture, LockError, LockService, ValidAcquire};
+use crate::wire::locks::{Grant, HeldReason, LeaseRef, Refusal, Released, Renewed, Status};
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -72,8 +70,8 @@ impl EtcdLocks {
         Ok(EtcdLocks { client, metrics, granted: Mutex::new(HashMap::new()) })
     }
 
-    async fn acquire_inner(&self, req: AcquireRequest) -> Result<Acquired, LockError> {
-        super::validate_acquire(&req)?;
+    async fn acquire_inner(&self, req: ValidAcquire) -> Result<Acquired, LockError> {
+        let req = req.into_inner();
         let mut c = self.client.clone();
         let ttl = req.lease_duration_ms.div_ceil(1000).max(MIN_TTL_SECS) as i64;
         let lease = super::new_lease_id();
@@ -221,7 +219,7 @@ impl EtcdLocks {
 }
 
 impl LockService for EtcdLocks {
-    fn acquire(&self, req: AcquireRequest) -> BoxFuture<'_, Result<Acquired, LockError>> {
+    fn acquire(&self, req: ValidAcquire) -> BoxFuture<'_, Result<Acquired, LockError>> {
         Box::pin(self.acquire_inner(req))
     }
     fn renew(&self, lease: LeaseRef) -> BoxFuture<'_, Result<Renewed, LockError>> {

@@ -22,7 +22,8 @@ pub use embedded::{EmbeddedConfig, EmbeddedLocks, TokenMode};
 pub use etcd::EtcdLocks;
 pub use metrics::LockMetrics;
 
-use serde::{Deserialize, Serialize};
+use crate::wire::locks::{AcquireRequest, Grant, LeaseRef, Refusal, Released, Renewed, Status};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::SystemTime;
@@ -39,94 +40,11 @@ pub const MAX_WAIT_MS: u64 = 300_000;
 /// A boxed future, so that [`LockService`] can be used as `Arc<dyn LockService>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// `POST /v1/locks/acquire` body.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AcquireRequest {
-    pub resource_id: String,
-    pub client_id: String,
-    pub lease_duration_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_ms: Option<u64>,
-}
-
-/// `POST /v1/locks/renew` and `/release` body.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct LeaseRef {
-    pub resource_id: String,
-    pub lock_token: String,
-}
-
-/// A granted lease: the seed-001 acquisition response.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Grant {
-    pub resource_id: String,
-    pub lock_acquired: bool,
-    pub lock_token: String,
-    pub fencing_token: u64,
-    pub lease_duration_ms: u64,
-    /// RFC 3339 UTC with milliseconds, for humans and logs only: expiry uses a monotonic clock.
-    pub acquired_at: String,
-}
-
-/// Why an acquisition was refused.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum HeldReason {
-    /// Another client holds an unexpired lease.
-    Held,
-    /// The service restarted recently and waits out leases granted before the restart.
-    GracePeriod,
-}
-
-/// The 409 answer to an acquisition: the lock is held, and for how much longer at most.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Refusal {
-    pub resource_id: String,
-    pub lock_acquired: bool,
-    pub reason: HeldReason,
-    /// Upper bound on the time until the lock can be granted, unless renewed.
-    pub remaining_lease_ms: u64,
-}
-
 /// What `acquire` returns when nothing went wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquired {
     Granted(Grant),
     Refused(Refusal),
-}
-
-/// A successful renewal.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Renewed {
-    pub resource_id: String,
-    pub renewed: bool,
-    pub fencing_token: u64,
-    pub lease_duration_ms: u64,
-}
-
-/// A successful release.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Released {
-    pub resource_id: String,
-    pub released: bool,
-    pub fencing_token: u64,
-}
-
-/// `GET /v1/locks/status`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Status {
-    pub resource_id: String,
-    pub held: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fencing_token: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remaining_ms: Option<u64>,
-    /// Waiters queued on this lock (embedded backend; 0 where unknown).
-    pub waiters: u64,
 }
 
 /// Why a lock operation failed.
@@ -155,7 +73,7 @@ impl LockError {
 /// A lock backend. Cheap to share as `Arc<dyn LockService>`.
 pub trait LockService: Send + Sync + 'static {
     /// Grants the lock, or reports it held; with `wait_ms`, waits (FIFO on the embedded backend).
-    fn acquire(&self, req: AcquireRequest) -> BoxFuture<'_, Result<Acquired, LockError>>;
+    fn acquire(&self, req: ValidAcquire) -> BoxFuture<'_, Result<Acquired, LockError>>;
     /// Extends the lease by its duration, from now.
     fn renew(&self, lease: LeaseRef) -> BoxFuture<'_, Result<Renewed, LockError>>;
     /// Frees the lock if `lease` is its current, unexpired lease.
@@ -178,6 +96,32 @@ pub fn validate_name(field: &'static str, value: &str) -> Result<(), LockError> 
         return Err(LockError::invalid(field, "must not contain control characters"));
     }
     Ok(())
+}
+
+/// An [`AcquireRequest`] whose names and bounds passed [`validate_acquire`]:
+/// the only form a [`LockService`] takes, so no backend validates again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidAcquire(AcquireRequest);
+
+impl ValidAcquire {
+    /// Validates `req`; the error names the offending field.
+    pub fn new(req: AcquireRequest) -> Result<ValidAcquire, LockError> {
+        validate_acquire(&req)?;
+        Ok(ValidAcquire(req))
+    }
+
+    /// The request itself.
+    pub fn into_inner(self) -> AcquireRequest {
+        self.0
+    }
+}
+
+impl std::ops::Deref for ValidAcquire {
+    type Target = AcquireRequest;
+
+    fn deref(&self) -> &AcquireRequest {
+        &self.0
+    }
 }
 
 /// Checks an acquisition request's fields and bounds.

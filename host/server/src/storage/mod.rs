@@ -53,7 +53,8 @@ impl Mutation {
     }
 }
 
-/// One fenced write, already validated (see [`WriteRequest::validate`]).
+/// One fenced write as a client asked for it. [`WriteRequest::validate`]
+/// turns it into the [`ValidWrite`] an [`Engine`] takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteRequest {
     pub resource_id: String,
@@ -67,15 +68,29 @@ pub struct WriteRequest {
 }
 
 impl WriteRequest {
-    /// Checks names and sizes; the error names the offending field.
-    pub fn validate(&self) -> Result<(), StorageError> {
+    /// Checks names and sizes once; the error names the offending field
+    /// (`resource_id`, `lock_id`, `file_path`).
+    pub fn validate(self) -> Result<ValidWrite, StorageError> {
         validate_resource_id(&self.resource_id)?;
         validate_lock_id(&self.lock_id)?;
         validate_file_path(&self.file_path)?;
         if self.bytes.len() > MAX_OBJECT_BYTES {
             return Err(StorageError::TooLarge { size: self.bytes.len(), limit: MAX_OBJECT_BYTES });
         }
-        Ok(())
+        Ok(ValidWrite(self))
+    }
+}
+
+/// A [`WriteRequest`] whose names and sizes passed [`WriteRequest::validate`]:
+/// the only form an [`Engine`] accepts, so no engine validates a write again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidWrite(WriteRequest);
+
+impl std::ops::Deref for ValidWrite {
+    type Target = WriteRequest;
+
+    fn deref(&self) -> &WriteRequest {
+        &self.0
     }
 }
 
@@ -127,7 +142,7 @@ pub trait Engine: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Decides and (on admission) applies one write; returns after it is durable.
-    fn write(&self, req: WriteRequest) -> BoxFuture<'_, Result<WriteOutcome, StorageError>>;
+    fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>>;
 
     /// Reads one object and the resource's fence.
     fn read<'a>(&'a self, resource_id: &'a str, file_path: &'a str) -> BoxFuture<'a, Result<ReadResult, StorageError>>;

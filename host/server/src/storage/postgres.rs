@@ -1,4 +1,4 @@
-//! The PostgreSQL engine (seed 001's table idea: data plus last token).
+//! The PostgreSQL engine: each resource's data beside its last admitted token.
 //!
 //! Schema (created if missing):
 //! - `fencing_resources(resource_id PK, lock_id, last_fencing_token, last_sequence, updated_at)`:
@@ -16,7 +16,7 @@
 //! Tokens and sequences are `u64` stored bit-for-bit in `BIGINT`; SQL never
 //! compares them (the guard does), so values above `i64::MAX` round-trip intact.
 
-use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, WriteOutcome, WriteRequest};
+use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -79,8 +79,7 @@ impl PostgresEngine {
         &self.pool[self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len()]
     }
 
-    async fn write_inner(&self, req: WriteRequest) -> Result<WriteOutcome, StorageError> {
-        req.validate()?;
+    async fn write_inner(&self, req: ValidWrite) -> Result<WriteOutcome, StorageError> {
         let mut client = self.client().lock().await;
         let txn = client.transaction().await.map_err(pg)?;
         let rid = req.resource_id.as_str();
@@ -154,7 +153,7 @@ impl Engine for PostgresEngine {
         "postgres"
     }
 
-    fn write(&self, req: WriteRequest) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
+    fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
         Box::pin(self.write_inner(req))
     }
 

@@ -1,6 +1,6 @@
 //! The embedded engine: redb with group commit.
 //!
-//! Writers hand their [`WriteRequest`] to one committer thread over a channel.
+//! Writers hand their [`ValidWrite`] to one committer thread over a channel.
 //! The committer drains whatever is queued (up to [`MAX_BATCH`]), opens one
 //! redb write transaction with `Durability::Immediate`, decides each write in
 //! arrival order against the fence as left by the earlier writes of the same
@@ -16,7 +16,7 @@
 //! - a reply is sent only after `commit()` returned, so every acknowledged
 //!   write is on disk.
 
-use super::{Engine, ReadResult, StorageError, WriteOutcome, WriteRequest, apply_mutation, next_fence};
+use super::{Engine, ReadResult, StorageError, ValidWrite, WriteOutcome, apply_mutation, next_fence};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
@@ -36,7 +36,7 @@ pub const MAX_BATCH: usize = 4096;
 type Reply = oneshot::Sender<Result<WriteOutcome, StorageError>>;
 
 struct Job {
-    req: WriteRequest,
+    req: ValidWrite,
     reply: Reply,
 }
 
@@ -172,9 +172,8 @@ impl Engine for RedbEngine {
         "redb"
     }
 
-    fn write(&self, req: WriteRequest) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
+    fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
         Box::pin(async move {
-            req.validate()?;
             let (reply, rx) = oneshot::channel();
             {
                 let tx = self.tx.lock().expect("sender lock");

@@ -4,7 +4,7 @@
 //! admitted, rejected by reason, or refused because the guard failed. Each
 //! refusal emits one `tracing` line with resource, presented token and high-water.
 
-use super::{Engine, ReadResult, StorageError, StorageMetrics, WriteOutcome, WriteRequest};
+use super::{Engine, ReadResult, StorageError, StorageMetrics, ValidWrite, WriteOutcome};
 use fencing_runtime::Fence;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,13 +28,8 @@ impl StorageService {
         StorageService { engine, metrics }
     }
 
-    /// The engine behind the service.
-    pub fn engine(&self) -> &Arc<dyn Engine> {
-        &self.engine
-    }
-
     /// Writes through the engine and records the outcome.
-    pub async fn write(&self, req: WriteRequest) -> Result<Recorded, StorageError> {
+    pub async fn write(&self, req: ValidWrite) -> Result<Recorded, StorageError> {
         let start = Instant::now();
         let resource = req.resource_id.clone();
         let presented = req.token;

@@ -114,11 +114,6 @@ impl StorageMetrics {
         m
     }
 
-    /// The flapping configuration.
-    pub fn config(&self) -> FlapConfig {
-        self.config
-    }
-
     /// Records the latency of any write that reached the engine.
     pub fn observe_latency(&self, elapsed: Duration) {
         self.latency.observe(elapsed.as_secs_f64());

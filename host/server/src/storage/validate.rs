@@ -48,7 +48,7 @@ pub fn validate_lock_id(value: &str) -> Result<(), StorageError> {
 /// An object path: 1..=1024 bytes, no control characters (NUL included), no
 /// backslash, no empty, `.` or `..` segment except a single leading `/`.
 pub fn validate_file_path(value: &str) -> Result<(), StorageError> {
-    const FIELD: &str = "write_payload.file_path";
+    const FIELD: &str = "file_path";
     check_name(FIELD, value, MAX_FILE_PATH_BYTES)?;
     if value.contains('\\') {
         return Err(invalid(FIELD, "must not contain a backslash"));
@@ -69,7 +69,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn accepts_seed_names() {
+    fn accepts_the_write_apis_names() {
         validate_resource_id("storage:customer-orders-bucket").unwrap();
         validate_file_path("/uploads/orders-2026-05.csv").unwrap();
         validate_file_path("relative/name.txt").unwrap();

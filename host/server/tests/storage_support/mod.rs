@@ -8,11 +8,12 @@
 pub mod postgres;
 pub mod server;
 
-use fencing_host::storage::{Engine, Mutation, StorageError, WriteOutcome, WriteRequest};
+use fencing_host::storage::{Engine, Mutation, StorageError, ValidWrite, WriteOutcome, WriteRequest};
 use fencing_runtime::Rejection;
 use std::sync::Arc;
 
-pub fn req(resource: &str, token: u64, path: &str, mutation: Mutation, bytes: &[u8]) -> WriteRequest {
+/// A write as a client asks for it, not yet validated.
+pub fn raw(resource: &str, token: u64, path: &str, mutation: Mutation, bytes: &[u8]) -> WriteRequest {
     WriteRequest {
         resource_id: resource.to_owned(),
         lock_id: resource.to_owned(),
@@ -22,6 +23,11 @@ pub fn req(resource: &str, token: u64, path: &str, mutation: Mutation, bytes: &[
         mutation,
         bytes: bytes.to_vec(),
     }
+}
+
+/// A valid write, as an engine takes it.
+pub fn req(resource: &str, token: u64, path: &str, mutation: Mutation, bytes: &[u8]) -> ValidWrite {
+    raw(resource, token, path, mutation, bytes).validate().expect("a valid test write")
 }
 
 fn admitted(out: &WriteOutcome) -> bool {
@@ -38,7 +44,7 @@ pub async fn run_all(engine: Arc<dyn Engine>, prefix: &str) {
     concurrent_admissions_are_monotonic(engine.clone(), &format!("{prefix}race")).await;
 }
 
-/// Seed 001: A holds 33, B writes with 34, A's late write with 33 is refused; data is B's.
+/// The GC-pause scenario: A holds 33, B writes with 34, A's late write with 33 is refused; data is B's.
 pub async fn gc_pause_story(engine: &dyn Engine, r: &str) {
     let path = "/uploads/orders-2026-05.csv";
     assert!(admitted(&engine.write(req(r, 33, path, Mutation::Put, b"A-early")).await.unwrap()));
@@ -77,8 +83,9 @@ pub async fn mutations(engine: &dyn Engine, r: &str) {
 
 pub async fn wrong_lock_and_invalid(engine: &dyn Engine, r: &str) {
     assert!(admitted(&engine.write(req(r, 5, "/f", Mutation::Put, b"x")).await.unwrap()));
-    let mut other = req(r, 99, "/f", Mutation::Put, b"y");
+    let mut other = raw(r, 99, "/f", Mutation::Put, b"y");
     other.lock_id = "some-other-lock".into();
+    let other = other.validate().unwrap();
     let out = engine.write(other).await.unwrap();
     assert!(matches!(out, WriteOutcome::Rejected { rejection: Rejection::WrongLock, .. }), "{out:?}");
     let zero = engine.write(req(r, 0, "/f", Mutation::Put, b"z")).await.unwrap();
@@ -97,12 +104,18 @@ pub async fn too_large_changes_nothing(engine: &dyn Engine, r: &str) {
     assert_eq!(engine.read(r, "/big").await.unwrap().bytes.unwrap().len(), half.len());
 }
 
+/// Bad names never become a [`ValidWrite`], so no engine sees them; reads
+/// and fence lookups with bad names are refused by the engine itself.
 pub async fn bad_names(engine: &dyn Engine) {
     for path in ["../etc/passwd", "a\0b", "", "/a//b"] {
-        let err = engine.write(req("names", 1, path, Mutation::Put, b"x")).await.unwrap_err();
-        assert!(matches!(err, StorageError::InvalidField { .. }), "{path:?}: {err:?}");
+        let err = raw("names", 1, path, Mutation::Put, b"x").validate().unwrap_err();
+        assert!(matches!(err, StorageError::InvalidField { field: "file_path", .. }), "{path:?}: {err:?}");
+        let err = engine.read("names", path).await.unwrap_err();
+        assert!(matches!(err, StorageError::InvalidField { field: "file_path", .. }), "{path:?}: {err:?}");
     }
-    let err = engine.write(req("", 1, "/ok", Mutation::Put, b"x")).await.unwrap_err();
+    let err = raw("", 1, "/ok", Mutation::Put, b"x").validate().unwrap_err();
+    assert!(matches!(err, StorageError::InvalidField { field: "resource_id", .. }), "{err:?}");
+    let err = engine.fence("").await.unwrap_err();
     assert!(matches!(err, StorageError::InvalidField { field: "resource_id", .. }), "{err:?}");
     assert_eq!(engine.fence("names").await.unwrap(), None);
 }

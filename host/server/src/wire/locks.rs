@@ -1,0 +1,88 @@
+//! The lock API's bodies: `POST /v1/locks/acquire|renew|release` and
+//! `GET /v1/locks/status`. The lock service takes and returns these types, so
+//! what the server answers is what the service decided, field for field.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/locks/acquire` body.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireRequest {
+    pub resource_id: String,
+    pub client_id: String,
+    pub lease_duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// `POST /v1/locks/renew` and `/release` body.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRef {
+    pub resource_id: String,
+    pub lock_token: String,
+}
+
+/// A granted lease: the acquisition response of the lock API.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Grant {
+    pub resource_id: String,
+    pub lock_acquired: bool,
+    pub lock_token: String,
+    pub fencing_token: u64,
+    pub lease_duration_ms: u64,
+    /// RFC 3339 UTC with milliseconds, for humans and logs only: expiry uses a monotonic clock.
+    pub acquired_at: String,
+}
+
+/// Why an acquisition was refused.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldReason {
+    /// Another client holds an unexpired lease.
+    Held,
+    /// The service restarted recently and waits out leases granted before the restart.
+    GracePeriod,
+}
+
+/// The 409 answer to an acquisition: the lock is held, and for how much longer at most.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Refusal {
+    pub resource_id: String,
+    pub lock_acquired: bool,
+    pub reason: HeldReason,
+    /// Upper bound on the time until the lock can be granted, unless renewed.
+    pub remaining_lease_ms: u64,
+}
+
+/// A successful renewal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Renewed {
+    pub resource_id: String,
+    pub renewed: bool,
+    pub fencing_token: u64,
+    pub lease_duration_ms: u64,
+}
+
+/// A successful release.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Released {
+    pub resource_id: String,
+    pub released: bool,
+    pub fencing_token: u64,
+}
+
+/// `GET /v1/locks/status`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Status {
+    pub resource_id: String,
+    pub held: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_ms: Option<u64>,
+    /// Waiters queued on this lock (embedded backend; 0 where unknown).
+    pub waiters: u64,
+}

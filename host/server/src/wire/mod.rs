@@ -1,0 +1,6 @@
+//! The JSON bodies of both HTTP APIs, one definition each: what the server
+//! decodes and answers, and what the clients and the chaos campaign send.
+//! Decoding with field names in errors and validation happen in `http/`.
+
+pub mod locks;
+pub mod storage;

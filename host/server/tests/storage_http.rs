@@ -156,7 +156,7 @@ async fn malformed_requests_name_the_field_and_change_nothing() {
         assert_eq!(a.status, 400, "{body}: {:?}", a.body);
         assert_eq!(a.body["error"]["field"], field, "{body}: {:?}", a.body);
     }
-    let huge = "A".repeat(fencing_host::http::MAX_BODY_BYTES + 16);
+    let huge = "A".repeat(fencing_host::http::body::MAX_BODY_BYTES + 16);
     assert_eq!(c.write_raw(&ok(8, "/f", &huge)).await.unwrap().status, 413);
     let fence = c.fence("m").await.unwrap();
     assert_eq!(fence.body["high_water"], 5, "refused requests must not move the fence");

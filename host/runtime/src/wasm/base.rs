@@ -101,21 +101,23 @@ pub(crate) trait Interning {
         Ok(handle)
     }
 
-    /// The handle of `fence`'s lock, if there is a fence: the presented
-    /// lock's own handle when the names are equal, so the rules see one
-    /// handle for one name.
+    /// The handles of the presented lock and of the fence's lock (when there
+    /// is a fence), each interned on first use. Equal names share one
+    /// handle, so the rules see one handle for one name.
     #[inline]
-    fn fence_lock(
+    fn handles(
         &mut self,
         store: &mut WorkerStore,
+        presented: &str,
         fence: Option<&Fence>,
-        presented: (&str, Self::Handle),
-    ) -> Result<Option<Self::Handle>> {
-        match fence {
-            None => Ok(None),
-            Some(f) if f.lock == presented.0 => Ok(Some(presented.1)),
-            Some(f) => self.lock(store, &f.lock).map(Some),
-        }
+    ) -> Result<(Self::Handle, Option<Self::Handle>)> {
+        let lock = self.lock(store, presented)?;
+        let fence_lock = match fence {
+            None => None,
+            Some(f) if f.lock == presented => Some(lock),
+            Some(f) => Some(self.lock(store, &f.lock)?),
+        };
+        Ok((lock, fence_lock))
     }
 }
 

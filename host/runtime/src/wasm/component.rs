@@ -46,12 +46,11 @@ impl ComponentCalls {
             stream: *stream.func(),
         })
     }
+}
 
-    /// The fence argument, sharing the presented lock's handle when the names are equal.
-    fn fence(&mut self, s: &mut WorkerStore, f: Option<&Fence>, lock: (&str, ResourceAny)) -> Result<Option<FenceArg>> {
-        let handle = self.fence_lock(s, f, lock)?;
-        Ok(f.zip(handle).map(|(f, lock)| FenceArg { lock, high_water: f.high_water, sequence: f.sequence }))
-    }
+/// The fence argument: `f`'s numbers with its lock's handle.
+fn fence_arg(f: Option<&Fence>, lock: Option<ResourceAny>) -> Option<FenceArg> {
+    f.zip(lock).map(|(f, lock)| FenceArg { lock, high_water: f.high_water, sequence: f.sequence })
 }
 
 impl Interning for ComponentCalls {
@@ -75,8 +74,8 @@ impl PathCalls for ComponentCalls {
     }
 
     fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<Decision> {
-        let lock = self.lock(s, &p.lock)?;
-        let current = self.fence(s, f, (&p.lock, lock))?;
+        let (lock, fence_lock) = self.handles(s, &p.lock, f)?;
+        let current = fence_arg(f, fence_lock);
         let presented = SequencerArg { lock, token: p.token, sequence: p.sequence };
         // SAFETY: `admit` was type-checked against `AdmitParams`/`AdmitResults` in `new`.
         let call: TypedFunc<AdmitParams, AdmitResults> = unsafe { TypedFunc::new_unchecked(self.admit) };
@@ -86,8 +85,8 @@ impl PathCalls for ComponentCalls {
 
     fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes> {
         let args: Vec<abi::BatchWriteArg> = b.writes.iter().map(Into::into).collect();
-        let handle = self.lock(s, b.lock)?;
-        let current = self.fence(s, f, (b.lock, handle))?;
+        let (handle, fence_lock) = self.handles(s, b.lock, f)?;
+        let current = fence_arg(f, fence_lock);
         // SAFETY: type-checked against `BatchParams`/`BatchResults` in `new`.
         let call: TypedFunc<BatchParams<'_>, BatchResults> = unsafe { TypedFunc::new_unchecked(self.batch) };
         let (r,) = call.call(&mut *s, (current, handle, &args, p.into()))?;

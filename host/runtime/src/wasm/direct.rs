@@ -196,18 +196,6 @@ impl DirectCalls {
         })
     }
 
-    /// The flat `option<fence>`: discriminant, lock rep, high-water, sequence discriminant and value.
-    fn fence(&mut self, s: &mut WorkerStore, f: Option<&Fence>, lock: (&str, u32)) -> Result<[i64; 5]> {
-        let rep = self.fence_lock(s, f, lock)?;
-        Ok(match f.zip(rep) {
-            None => [0; 5],
-            Some((f, rep)) => {
-                let (some, v) = option(f.sequence);
-                [1, rep as i64, f.high_water as i64, some, v]
-            }
-        })
-    }
-
     /// `cabi_realloc(0, 0, align, size)`, checked like the canonical ABI checks it.
     fn alloc(&self, store: &mut WorkerStore, size: usize, align: usize) -> Result<usize> {
         let size32 =
@@ -227,8 +215,8 @@ impl PathCalls for DirectCalls {
     }
 
     fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<Decision> {
-        let lock = self.lock(s, &p.lock)?;
-        let [fd, fl, fh, fs, fv] = self.fence(s, f, (&p.lock, lock))?;
+        let (lock, rep) = self.handles(s, &p.lock, f)?;
+        let [fd, fl, fh, fs, fv] = flat_fence(f, rep);
         let (ps, pv) = option(p.sequence);
         let args =
             (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, p.token as i64, ps as i32, pv, policy_arg(policy));
@@ -237,8 +225,8 @@ impl PathCalls for DirectCalls {
     }
 
     fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes> {
-        let rep = self.lock(s, b.lock)?;
-        let [fd, fl, fh, fs, fv] = self.fence(s, f, (b.lock, rep))?;
+        let (rep, fence_rep) = self.handles(s, b.lock, f)?;
+        let [fd, fl, fh, fs, fv] = flat_fence(f, fence_rep);
         let (size, align) = layout::BATCH_WRITE;
         let bytes = b.writes.len().checked_mul(size).ok_or_else(|| contract("batch too large"))?;
         let ptr = self.alloc(s, bytes, align)?;
@@ -313,6 +301,17 @@ fn list_u8<'m>(mem: &'m [u8], record: &[u8]) -> Result<&'m [u8]> {
     let ptr = u32::from_le_bytes(record[0..4].try_into().expect("4 bytes")) as usize;
     let len = u32::from_le_bytes(record[4..8].try_into().expect("4 bytes")) as usize;
     mem.get(ptr..ptr + len).ok_or_else(|| contract(format_args!("verdict list {ptr:#x}+{len} out of bounds")))
+}
+
+/// The flat `option<fence>`: discriminant, lock rep, high-water, sequence discriminant and value.
+fn flat_fence(f: Option<&Fence>, rep: Option<u32>) -> [i64; 5] {
+    match f.zip(rep) {
+        None => [0; 5],
+        Some((f, rep)) => {
+            let (some, v) = option(f.sequence);
+            [1, rep as i64, f.high_water as i64, some, v]
+        }
+    }
 }
 
 /// The flat (discriminant, value) of an `option<u64>`.

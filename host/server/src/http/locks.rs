@@ -8,8 +8,9 @@
 //! `wrong_lease` / 410 `lease_expired` naming `lock_token`; invalid input 400
 //! naming the field; a backend that cannot answer 503.
 
-use super::{ApiBody, ApiError, decode_json};
-use crate::locks::{self, Acquired, LockError, LockService, ValidAcquire};
+use super::ApiError;
+use super::body::{ApiJson, decode_json};
+use crate::locks::{Acquired, LockError, LockService, ValidAcquire};
 use crate::wire::locks::{AcquireRequest, LeaseRef};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -31,35 +32,29 @@ pub fn router(service: Arc<dyn LockService>) -> Router {
 
 type Svc = State<Arc<dyn LockService>>;
 
-/// Decodes and validates a `POST /v1/locks/acquire` body (unknown fields are
-/// refused; names and lease bounds checked by [`ValidAcquire::new`]).
-/// The handler's whole decoding; the `decode_acquire` fuzz target calls it.
+/// Decodes and validates a `POST /v1/locks/acquire` body: the JSON as
+/// [`ApiJson`] decodes it (unknown fields refused), then names and lease
+/// bounds by [`ValidAcquire::new`]. The `decode_acquire` fuzz target calls it,
+/// so it runs exactly the handler's code.
 pub fn decode_acquire(bytes: &[u8]) -> Result<ValidAcquire, ApiError> {
-    let req: AcquireRequest = decode_json(bytes)?;
-    ValidAcquire::new(req).map_err(api_error)
+    ValidAcquire::new(decode_json(bytes)?).map_err(api_error)
 }
 
-/// Decodes and validates a renew or release body (the lease id must be 32
-/// lowercase hex digits).
-pub fn decode_lease(bytes: &[u8]) -> Result<LeaseRef, ApiError> {
-    let lease: LeaseRef = decode_json(bytes)?;
-    locks::validate_lease(&lease).map_err(api_error)?;
-    Ok(lease)
-}
-
-async fn acquire(State(svc): Svc, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
-    match svc.acquire(decode_acquire(&body)?).await.map_err(api_error)? {
+async fn acquire(State(svc): Svc, ApiJson(req): ApiJson<AcquireRequest>) -> Result<Response, ApiError> {
+    let req = ValidAcquire::new(req).map_err(api_error)?;
+    match svc.acquire(req).await.map_err(api_error)? {
         Acquired::Granted(grant) => Ok(Json(grant).into_response()),
         Acquired::Refused(refusal) => Ok((StatusCode::CONFLICT, Json(refusal)).into_response()),
     }
 }
 
-async fn renew(State(svc): Svc, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
-    Ok(Json(svc.renew(decode_lease(&body)?).await.map_err(api_error)?).into_response())
+/// The lease id is checked by the service, which parses it once.
+async fn renew(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+    Ok(Json(svc.renew(lease).await.map_err(api_error)?).into_response())
 }
 
-async fn release(State(svc): Svc, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
-    Ok(Json(svc.release(decode_lease(&body)?).await.map_err(api_error)?).into_response())
+async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+    Ok(Json(svc.release(lease).await.map_err(api_error)?).into_response())
 }
 
 async fn status(State(svc): Svc, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {

@@ -6,7 +6,8 @@
 //! large, 503 refused because the guard could not decide (fail closed).
 //! A request that gets any non-200 answer changed nothing.
 
-use super::{ApiBody, ApiError};
+use super::ApiError;
+use super::body::{ApiJson, decode_json};
 use crate::storage::{Mutation, StorageError, StorageService, ValidWrite, WriteOutcome, WriteRequest};
 use crate::wire::storage::{FenceBody, WriteBody};
 use axum::extract::{Query, State};
@@ -47,25 +48,17 @@ pub fn decode_bytes(text: &str) -> Result<Vec<u8>, ApiError> {
         .map_err(|e| ApiError::field("write_payload.bytes", format!("invalid base64: {e}")))
 }
 
-/// serde reports a missing field at its parent's path; name the field itself.
-fn name_missing_field(mut e: ApiError) -> ApiError {
-    let missing = e.message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(name, _)| name);
-    if let Some(name) = missing {
-        e.field = Some(match e.field.take() {
-            Some(parent) => format!("{parent}.{name}"),
-            None => name.to_owned(),
-        });
-    }
-    e
+/// Decodes and validates a `POST /v1/storage/write` body into the engine's
+/// request: the JSON as [`ApiJson`] decodes it, then [`write_request`]. The
+/// `decode_write` fuzz target calls it, so it runs exactly the handler's code.
+pub fn decode_write(bytes: &[u8]) -> Result<ValidWrite, ApiError> {
+    write_request(decode_json(bytes)?)
 }
 
-/// Decodes and validates a `POST /v1/storage/write` body into the engine's
-/// request: JSON errors name the field path, `bytes` must be base64 (required
-/// for PUT and APPEND), names and sizes pass [`WriteRequest::validate`] (its
-/// field names mapped to their JSON paths). This is the whole of the
-/// handler's decoding; the `decode_write` fuzz target calls it directly.
-pub fn decode_write(bytes: &[u8]) -> Result<ValidWrite, ApiError> {
-    let body: WriteBody = super::decode_json(bytes).map_err(name_missing_field)?;
+/// The engine's request for a decoded body: `bytes` must be base64 (required
+/// for PUT and APPEND), the lock defaults to the resource, and names and sizes
+/// pass [`WriteRequest::validate`] (its field names mapped to their JSON paths).
+pub fn write_request(body: WriteBody) -> Result<ValidWrite, ApiError> {
     let data = match (&body.write_payload.bytes, body.write_payload.mutation_type) {
         (Some(text), _) => decode_bytes(text)?,
         (None, Mutation::Delete) => Vec::new(),
@@ -90,8 +83,8 @@ pub fn decode_write(bytes: &[u8]) -> Result<ValidWrite, ApiError> {
     })
 }
 
-async fn write(State(service): State<StorageService>, ApiBody(body): ApiBody) -> Result<Response, ApiError> {
-    let req = decode_write(&body)?;
+async fn write(State(service): State<StorageService>, ApiJson(body): ApiJson<WriteBody>) -> Result<Response, ApiError> {
+    let req = write_request(body)?;
     let resource_id = req.resource_id.clone();
     let presented = req.token;
     let recorded = service.write(req).await.map_err(storage_error)?;

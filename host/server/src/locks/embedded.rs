@@ -21,7 +21,7 @@
 
 use super::clock::{ClockError, GenerationClock};
 use super::metrics::LockMetrics;
-use super::{Acquired, BoxFuture, LockError, LockService, ValidAcquire};
+use super::{Acquired, BoxFuture, LeaseStamp, LockError, LockService, ValidAcquire};
 use crate::wire::locks::{AcquireRequest, Grant, HeldReason, LeaseRef, Refusal, Released, Renewed, Status};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -355,10 +355,10 @@ impl Inner {
 
     fn grant(self: &Arc<Self>, entry: &mut Entry, req: &AcquireRequest, now: Instant) -> Result<Grant, LockError> {
         let token = self.next_token(entry)?;
-        let lease = super::new_lease_id();
+        let lease = LeaseStamp::new();
         entry.last_token = token;
         entry.holder = Some(Holder {
-            lease,
+            lease: lease.id,
             client_id: req.client_id.clone(),
             token,
             lease_ms: req.lease_duration_ms,
@@ -366,27 +366,27 @@ impl Inner {
         });
         self.metrics.record_token(&req.resource_id, token);
         self.metrics.acquisitions.inc();
-        Ok(self.grant_body(req, lease, token))
+        Ok(grant_body(req, lease, token))
     }
 
     fn regrant(&self, entry: &mut Entry, req: &AcquireRequest, now: Instant) -> Result<Grant, LockError> {
         let h = entry.holder.as_mut().expect("caller checked the holder");
         h.lease_ms = req.lease_duration_ms;
         h.expires = now + Duration::from_millis(req.lease_duration_ms);
-        let (lease, token) = (h.lease, h.token);
+        let (lease, token) = (LeaseStamp::of(h.lease), h.token);
         self.metrics.acquisitions.inc();
-        Ok(self.grant_body(req, lease, token))
+        Ok(grant_body(req, lease, token))
     }
+}
 
-    fn grant_body(&self, req: &AcquireRequest, lease: u128, token: u64) -> Grant {
-        Grant {
-            resource_id: req.resource_id.clone(),
-            lock_acquired: true,
-            lock_token: super::format_lease_id(lease),
-            fencing_token: token,
-            lease_duration_ms: req.lease_duration_ms,
-            acquired_at: super::rfc3339_now(),
-        }
+fn grant_body(req: &AcquireRequest, lease: LeaseStamp, token: u64) -> Grant {
+    Grant {
+        resource_id: req.resource_id.clone(),
+        lock_acquired: true,
+        lock_token: lease.lock_token,
+        fencing_token: token,
+        lease_duration_ms: req.lease_duration_ms,
+        acquired_at: lease.acquired_at,
     }
 }
 

@@ -22,7 +22,7 @@ pub use self::redb::RedbEngine;
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
-pub use validate::{validate_file_path, validate_lock_id, validate_resource_id};
+pub use validate::{ValidWrite, validate_file_path, validate_lock_id, validate_resource_id};
 
 use fencing_runtime::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer};
 use futures::future::BoxFuture;
@@ -54,7 +54,7 @@ impl Mutation {
 }
 
 /// One fenced write as a client asked for it. [`WriteRequest::validate`]
-/// turns it into the [`ValidWrite`] an [`Engine`] takes.
+/// (`validate.rs`) turns it into the [`ValidWrite`] an [`Engine`] takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteRequest {
     pub resource_id: String,
@@ -65,33 +65,6 @@ pub struct WriteRequest {
     pub file_path: String,
     pub mutation: Mutation,
     pub bytes: Vec<u8>,
-}
-
-impl WriteRequest {
-    /// Checks names and sizes once; the error names the offending field
-    /// (`resource_id`, `lock_id`, `file_path`).
-    pub fn validate(self) -> Result<ValidWrite, StorageError> {
-        validate_resource_id(&self.resource_id)?;
-        validate_lock_id(&self.lock_id)?;
-        validate_file_path(&self.file_path)?;
-        if self.bytes.len() > MAX_OBJECT_BYTES {
-            return Err(StorageError::TooLarge { size: self.bytes.len(), limit: MAX_OBJECT_BYTES });
-        }
-        Ok(ValidWrite(self))
-    }
-}
-
-/// A [`WriteRequest`] whose names and sizes passed [`WriteRequest::validate`]:
-/// the only form an [`Engine`] accepts, so no engine validates a write again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidWrite(WriteRequest);
-
-impl std::ops::Deref for ValidWrite {
-    type Target = WriteRequest;
-
-    fn deref(&self) -> &WriteRequest {
-        &self.0
-    }
 }
 
 /// The result of a write the engine could decide.
@@ -151,29 +124,6 @@ pub trait Engine: Send + Sync {
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
 }
 
-/// Applies `mutation` to `current`, enforcing the object size limit. `None` result: delete.
-pub(crate) fn apply_mutation(
-    current: Option<&[u8]>,
-    mutation: Mutation,
-    bytes: &[u8],
-) -> Result<Option<Vec<u8>>, StorageError> {
-    match mutation {
-        Mutation::Put => Ok(Some(bytes.to_vec())),
-        Mutation::Delete => Ok(None),
-        Mutation::Append => {
-            let old = current.unwrap_or(&[]);
-            let size = old.len() + bytes.len();
-            if size > MAX_OBJECT_BYTES {
-                return Err(StorageError::TooLarge { size, limit: MAX_OBJECT_BYTES });
-            }
-            let mut out = Vec::with_capacity(size);
-            out.extend_from_slice(old);
-            out.extend_from_slice(bytes);
-            Ok(Some(out))
-        }
-    }
-}
-
 /// Asks `guard` about `req` against the resource's `current` fence: the
 /// admission, or the refusal to report (a rejection or a guard failure, with
 /// `current` as evidence), after which the engine must change nothing.
@@ -195,9 +145,4 @@ impl From<Admission> for WriteOutcome {
     fn from(a: Admission) -> WriteOutcome {
         WriteOutcome::Admitted { high_water: a.high_water, sequence: a.sequence, new_term: a.new_term }
     }
-}
-
-/// The fence to persist after `admission` of a write under `lock`.
-pub(crate) fn next_fence(lock: &str, high_water: u64, sequence: Option<u64>) -> Fence {
-    Fence { lock: lock.to_owned(), high_water, sequence }
 }

@@ -16,7 +16,7 @@
 //! - a reply is sent only after `commit()` returned, so every acknowledged
 //!   write is on disk.
 
-use super::{Engine, ReadResult, StorageError, ValidWrite, WriteOutcome, apply_mutation, next_fence};
+use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
@@ -165,6 +165,30 @@ fn commit_batch(
     }
     txn.commit().map_err(StorageError::backend)?;
     Ok(outcomes)
+}
+
+/// Applies `mutation` to `current`, enforcing the object size limit. `None` result: delete.
+fn apply_mutation(current: Option<&[u8]>, mutation: Mutation, bytes: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+    match mutation {
+        Mutation::Put => Ok(Some(bytes.to_vec())),
+        Mutation::Delete => Ok(None),
+        Mutation::Append => {
+            let old = current.unwrap_or(&[]);
+            let size = old.len() + bytes.len();
+            if size > MAX_OBJECT_BYTES {
+                return Err(StorageError::TooLarge { size, limit: MAX_OBJECT_BYTES });
+            }
+            let mut out = Vec::with_capacity(size);
+            out.extend_from_slice(old);
+            out.extend_from_slice(bytes);
+            Ok(Some(out))
+        }
+    }
+}
+
+/// The fence to persist after `admission` of a write under `lock`.
+fn next_fence(lock: &str, high_water: u64, sequence: Option<u64>) -> Fence {
+    Fence { lock: lock.to_owned(), high_water, sequence }
 }
 
 impl Engine for RedbEngine {

@@ -1,10 +1,11 @@
-//! Name and size validation for resources, locks and object paths.
+//! Name and size validation for resources, locks and object paths, and the
+//! one place a write becomes a [`ValidWrite`].
 //!
 //! Invariant: a name that passes is non-empty, within its byte limit, valid
 //! UTF-8 without control characters, and (for paths) has no `.`/`..` segment,
 //! so no stored key can be confused with another or escape its resource.
 
-use super::StorageError;
+use super::{StorageError, WriteRequest};
 
 /// Longest resource id, in bytes.
 pub const MAX_RESOURCE_ID_BYTES: usize = 256;
@@ -14,6 +15,33 @@ pub const MAX_LOCK_ID_BYTES: usize = 256;
 pub const MAX_FILE_PATH_BYTES: usize = 1024;
 /// Largest object (after an `APPEND`), in bytes.
 pub const MAX_OBJECT_BYTES: usize = 64 << 20;
+
+impl WriteRequest {
+    /// Checks names and sizes once; the error names the offending field
+    /// (`resource_id`, `lock_id`, `file_path`).
+    pub fn validate(self) -> Result<ValidWrite, StorageError> {
+        validate_resource_id(&self.resource_id)?;
+        validate_lock_id(&self.lock_id)?;
+        validate_file_path(&self.file_path)?;
+        if self.bytes.len() > MAX_OBJECT_BYTES {
+            return Err(StorageError::TooLarge { size: self.bytes.len(), limit: MAX_OBJECT_BYTES });
+        }
+        Ok(ValidWrite(self))
+    }
+}
+
+/// A [`WriteRequest`] whose names and sizes passed [`WriteRequest::validate`]:
+/// the only form an [`Engine`] accepts, so no engine validates a write again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidWrite(WriteRequest);
+
+impl std::ops::Deref for ValidWrite {
+    type Target = WriteRequest;
+
+    fn deref(&self) -> &WriteRequest {
+        &self.0
+    }
+}
 
 fn invalid(field: &'static str, message: impl Into<String>) -> StorageError {
     StorageError::InvalidField { field, message: message.into() }

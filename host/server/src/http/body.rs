@@ -1,0 +1,114 @@
+//! Request bodies: the size limit and JSON decoding whose errors name the
+//! field. [`ApiJson`] does both for a handler, in one step; [`decode_json`]
+//! is the decoding alone, for the named decoders the fuzz targets drive
+//! (`storage::decode_write`, `locks::decode_acquire`).
+//!
+//! Invariant: a body that fails here reaches no handler, so it changes nothing.
+
+use super::ApiError;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+/// Largest request body any endpoint accepts (bytes). Larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// The code of that 413: the body was refused unread.
+pub(super) const BODY_TOO_LARGE: &str = "body_too_large";
+
+/// A JSON body, decoded: 413 `body_too_large` over the limit, 400
+/// `malformed_json` or `invalid_field` (naming the field) when it does not
+/// decode, the transport's status otherwise.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = match axum::body::Bytes::from_request(req, state).await {
+            Ok(b) => b,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
+                return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, message));
+            }
+            Err(e) => return Err(ApiError::new(e.status(), "bad_body", e.body_text())),
+        };
+        decode_json(&bytes).map(ApiJson)
+    }
+}
+
+/// Decodes JSON, naming the path of the first field that failed (a missing
+/// field by its own path, not its parent's). Anything but whitespace after the
+/// value is refused as malformed.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let parent = if path == "." || path.is_empty() { None } else { Some(path) };
+        let code = if inner.is_syntax() || inner.is_eof() { "malformed_json" } else { "invalid_field" };
+        let message = inner.to_string();
+        let field = match missing_field(&message) {
+            Some(name) => Some(parent.map_or_else(|| name.to_owned(), |p| format!("{p}.{name}"))),
+            None => parent,
+        };
+        ApiError { status: StatusCode::BAD_REQUEST, code, message, field }
+    })?;
+    de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()))?;
+    Ok(value)
+}
+
+/// The field serde names in "missing field `name`" (it reports the parent's path).
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(name, _)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        #[allow(dead_code)]
+        outer: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Inner {
+        #[allow(dead_code)]
+        n: u64,
+    }
+
+    #[test]
+    fn decode_json_accepts_a_valid_body() {
+        assert!(decode_json::<Body>(br#"{"outer":{"n":7}}"#).is_ok());
+    }
+
+    #[test]
+    fn decode_json_names_the_failing_field() {
+        let e = decode_json::<Body>(br#"{"outer":{"n":"seven"}}"#).unwrap_err();
+        assert_eq!((e.status, e.code, e.field.as_deref()), (StatusCode::BAD_REQUEST, "invalid_field", Some("outer.n")));
+    }
+
+    #[test]
+    fn decode_json_names_a_missing_field_by_its_own_path() {
+        let e = decode_json::<Body>(br#"{"outer":{}}"#).unwrap_err();
+        assert_eq!((e.code, e.field.as_deref()), ("invalid_field", Some("outer.n")));
+        let e = decode_json::<Body>(br#"{}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("outer"));
+    }
+
+    #[test]
+    fn decode_json_refuses_bytes_after_the_value() {
+        let e = decode_json::<Body>(br#"{"outer":{"n":7}} {"outer":{"n":8}}"#).unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "malformed_json"));
+        assert!(decode_json::<Body>(b"{\"outer\":{\"n\":7}}\n ").is_ok(), "trailing whitespace is not data");
+    }
+
+    #[test]
+    fn decode_json_reports_malformed_json() {
+        let e = decode_json::<Body>(br#"{"outer":"#).unwrap_err();
+        assert_eq!(e.code, "malformed_json");
+    }
+}

@@ -7,10 +7,13 @@
 //!
 //! # Layout
 //! - [`rules`]: the pure admission rules (`admit`, `admit_batch`, `admit_stream`)
-//!   and their types. Every host, native or Wasm, decides with this code.
+//!   and their types, the one definition every host uses (with the `serde`
+//!   feature, also their JSON form). Every host, native or Wasm, decides with
+//!   this code.
 //! - `component` (wasm only): the WIT bindings in a private `mod bindings`
-//!   and the `lock-name` resource; its submodule `exports` (`exports.rs`)
-//!   holds the export bodies and the one place WIT and rule types convert.
+//!   and the exported type; its submodule `exports` (`exports.rs`) holds the
+//!   export bodies, the `lock-name` resource and the one place WIT and rule
+//!   types convert.
 //! - `runtime` (wasm only): the allocator, panic handler, `memcmp`/`bcmp` and
 //!   `cabi_realloc` a zero-import component needs.
 

@@ -1,17 +1,28 @@
-//! The reference fencing host.
+//! The reference fencing host (binary `fencing`).
 //!
-//! It decides every write with the `fencing:guard` component (or, when asked,
-//! the same rules linked natively), stores data behind durable fences, and
-//! serves a lease-based lock service that hands out fencing tokens.
+//! It decides every write with `fencing-runtime` (the `fencing:guard`
+//! component, or when asked the same rules linked natively), stores data
+//! behind durable fences, and serves a lease-based lock service that hands out
+//! fencing tokens, behind one HTTP API.
 //!
 //! # Layout
-//! - [`http`]: JSON errors naming the field, the JSON extractor, body limits, the server loop.
-//! - [`locks`]: the lock service (leases with fencing tokens), embedded and on etcd.
+//! - [`wire`]: the JSON bodies of both APIs, one definition each.
+//! - [`http`]: errors naming the field and the server loop (`mod.rs`), body
+//!   limit and JSON decoding (`body.rs`), bearer auth, the storage and lock routes.
+//! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
+//!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
+//!   and PostgreSQL backends, the service and its telemetry.
+//! - [`locks`]: the lock service (leases with fencing tokens): validation into
+//!   `ValidAcquire`, lease ids, the embedded backend (with its generation
+//!   clock) and etcd.
 //! - [`client`]: HTTP clients, including the lease-keeping lock client.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
 //! - [`chaos`]: the safety campaign (fault injection, history, checker).
+//! - [`bench`]: the load generators behind `fencing bench`.
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
+//!
+//! `docs/design.md` follows one write and one acquisition through these files.
 
 pub mod bench;
 pub mod chaos;

@@ -28,7 +28,7 @@ pub fn validate_name(field: &'static str, value: &str) -> Result<(), LockError> 
 }
 
 /// An [`AcquireRequest`] whose names and bounds passed [`validate_acquire`]:
-/// the only form a [`LockService`] takes, so no backend validates again.
+/// the only form a [`LockService`](super::LockService) takes, so no backend validates again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidAcquire(AcquireRequest);
 

@@ -31,7 +31,7 @@ impl WriteRequest {
 }
 
 /// A [`WriteRequest`] whose names and sizes passed [`WriteRequest::validate`]:
-/// the only form an [`Engine`] accepts, so no engine validates a write again.
+/// the only form an [`Engine`](super::Engine) accepts, so no engine validates a write again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidWrite(WriteRequest);
 

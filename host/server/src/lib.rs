@@ -19,7 +19,7 @@
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
 //! - [`chaos`]: the safety campaign (fault injection, history, checker).
-//! - [`bench`]: the load generators behind `fencing bench`.
+//! - [`bench`](mod@bench): the load generators behind `fencing bench`.
 //! - [`cli`]: the `fencing` command line, one file per subcommand.
 //!
 //! `docs/design.md` follows one write and one acquisition through these files.

@@ -1,8 +1,8 @@
 //! The campaign driver behind `fencing chaos`: starts the lock service and the
 //! storage server (this binary, `fencing serve --role ...`), puts a fault proxy
-//! in front of each, spawns the client processes, lets the [`nemesis`](super::nemesis)
+//! in front of each, spawns the client processes, lets the nemesis ([`super::nemesis`])
 //! loose until the deadline, reads every file back, merges all histories into
-//! one file ordered by time, and runs the [`check`](super::check)er on it.
+//! one file ordered by time, and runs the checker ([`super::check`]) on it.
 //!
 //! Everything runs on 127.0.0.1 under one work directory; the same seed gives
 //! the same schedule of faults and client choices (timing still varies).

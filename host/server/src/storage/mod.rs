@@ -2,7 +2,7 @@
 //!
 //! A *resource* is a bucket-like id (`storage:customer-orders-bucket`) holding
 //! objects by `file_path` and exactly one [`Fence`]. A write reads the fence,
-//! asks the [`Guard`](fencing_runtime::Guard), and on admission applies the
+//! asks the [`Guard`], and on admission applies the
 //! mutation and persists the new fence in the same transaction.
 //!
 //! Invariants every [`Engine`] upholds:

@@ -59,7 +59,7 @@ fn to_fence(lock: Option<String>, token: i64, sequence: Option<i64>) -> Option<F
 }
 
 impl PostgresEngine {
-    /// Connects [`POOL_SIZE`] clients to `url` and creates the tables if missing.
+    /// Connects `POOL_SIZE` clients to `url` and creates the tables if missing.
     pub async fn connect(url: &str, guard: Arc<dyn Guard>, policy: Policy) -> Result<PostgresEngine, StorageError> {
         let mut pool = Vec::with_capacity(POOL_SIZE);
         for _ in 0..POOL_SIZE {

@@ -41,7 +41,7 @@
 //!   version check), `compile.rs` (compilation and the on-disk cache).
 //! - `wasm/`: the Wasm guard: `mod.rs` ([`WasmGuard`]: workers, fail-closed
 //!   calls, hot swap), `limits.rs` ([`WasmLimits`], the engine, the epoch
-//!   ticker), `base.rs` (what both call paths share: store state, lock-name
+//!   ticker, [`EngineOptions`]), `base.rs` (what both call paths share: store state, lock-name
 //!   interning, the call-path trait), `abi.rs` (the canonical-ABI types and
 //!   the one place they convert to rule types), `component.rs` and
 //!   `direct.rs` (the two [`CallPath`]s).
@@ -67,4 +67,4 @@ pub use guard::{Decision, Guard, GuardFailure, GuardKind};
 pub use native::NativeGuard;
 pub use plugin::{Plugin, PluginError, PluginInfo};
 pub use unfenced::UnfencedGuard;
-pub use wasm::{CallPath, WasmGuard, WasmLimits};
+pub use wasm::{CallPath, EngineOptions, WasmGuard, WasmLimits};

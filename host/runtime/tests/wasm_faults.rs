@@ -6,8 +6,8 @@
 //! no state (the fence lives in the caller, not the plugin).
 
 use fencing_runtime::{
-    Admission, CallPath, Fence, Guard, GuardFailure, NativeGuard, Plugin, Policy, Rejection, Sequencer, WasmGuard,
-    WasmLimits, plugin,
+    Admission, CallPath, EngineOptions, Fence, Guard, GuardFailure, NativeGuard, Plugin, Policy, Rejection, Sequencer,
+    WasmGuard, WasmLimits, plugin,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,7 +46,12 @@ fn limits() -> WasmLimits {
 
 /// The misbehaving plugin, called on `path`.
 fn guard_on(path: CallPath) -> WasmGuard {
-    let engine = WasmGuard::engine(&limits()).expect("engine");
+    guard_in(path, EngineOptions::default())
+}
+
+/// The misbehaving plugin, called on `path` by an engine built with `options`.
+fn guard_in(path: CallPath, options: EngineOptions) -> WasmGuard {
+    let engine = WasmGuard::engine_with(&limits(), options).expect("engine");
     let plugin = Plugin::from_file(&engine, misbehaving(), None).expect("load misbehaving plugin");
     let g = WasmGuard::with_path(engine, plugin, limits(), path).expect("guard");
     assert_eq!(g.call_path(), path, "the misbehaving plugin has the direct-call shape");
@@ -129,6 +134,54 @@ fn failure_reasons_are_distinct() {
     assert_eq!(reasons, ["guard_timeout", "guard_trap", "guard_out_of_memory"]);
     assert_eq!(g.failures(), 3);
     assert_healthy(&g);
+}
+
+/// Without signal handlers (a host inside a database backend), bounds are
+/// checked explicitly: the same faults fail the same way and the guard recovers.
+#[test]
+fn shared_process_engine_fails_closed_too() {
+    for path in [CallPath::Direct, CallPath::Component] {
+        let g = guard_in(path, EngineOptions::shared_process());
+        assert_healthy(&g);
+        let reasons: Vec<&str> = ["loop", "trap", "hog"]
+            .iter()
+            .map(|l| g.admit(None, &seq(l, 1), Policy::NonDecreasing).unwrap_err().reason())
+            .collect();
+        assert_eq!(reasons, ["guard_timeout", "guard_trap", "guard_out_of_memory"], "{path:?}");
+        assert_healthy(&g);
+    }
+}
+
+/// The epoch ticker blocks every signal, so a host's handlers (a database
+/// backend's SIGINT, SIGTERM, SIGUSR1 ...) always run on the host's threads.
+#[cfg(target_os = "linux")]
+#[test]
+fn ticker_thread_blocks_every_signal() {
+    let blocked = |status: &str| -> u64 {
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).expect("SigBlk line");
+        u64::from_str_radix(mask.trim(), 16).unwrap()
+    };
+    let _g = guard_in(CallPath::Direct, EngineOptions::shared_process());
+    // A new thread runs with every signal blocked until its start routine
+    // restores the inherited mask, and names itself then: wait for the name.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let ticker = loop {
+        let found = std::fs::read_dir("/proc/self/task").unwrap().find_map(|t| {
+            let status = std::fs::read_to_string(t.ok()?.path().join("status")).ok()?;
+            status.lines().any(|l| l == "Name:\tguard-epoch").then_some(status)
+        });
+        match found {
+            Some(status) => break status,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            None => panic!("no running guard-epoch thread"),
+        }
+    };
+    // Every standard signal but SIGKILL and SIGSTOP (which cannot be blocked).
+    let standard = ((1u64 << 31) - 1) & !((1 << (9 - 1)) | (1 << (19 - 1)));
+    assert_eq!(blocked(&ticker) & standard, standard, "the ticker thread takes signals");
+    // The caller's own mask is restored after the spawn.
+    let own = blocked(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
+    assert_eq!(own & standard, 0, "signals left blocked on the caller");
 }
 
 #[test]

@@ -4,6 +4,13 @@
 //! millisecond. Memory: a store limiter refuses growth past the limit.
 //! Stack: the engine's maximum wasm stack. A call that crosses any bound
 //! traps; [`classify`] turns the trap into the [`GuardFailure`] the caller sees.
+//!
+//! [`EngineOptions`] say how much of the process the engine may take: a host
+//! that owns its process (the reference server) lets wasmtime install signal
+//! handlers and compile on a thread pool; a host that lives inside another
+//! program's process (a database backend) turns both off. Either way the
+//! ticker thread blocks every signal, so the host's handlers always run on the
+//! host's own threads.
 
 use super::base::StoreState;
 use crate::{GuardFailure, PluginError};
@@ -45,17 +52,55 @@ impl WasmLimits {
     }
 }
 
+/// What the engine may take from the process it runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Let wasmtime install process-wide handlers for `SIGSEGV`, `SIGILL`,
+    /// `SIGFPE` and `SIGBUS`, so linear-memory bounds are enforced by guard
+    /// pages (faster code, a large virtual reservation per memory). Off:
+    /// no handler is installed, every access is bounds-checked explicitly and
+    /// a memory reserves only the memory limit.
+    pub signal_handlers: bool,
+    /// Compile on wasmtime's thread pool. Off: compile on the calling thread.
+    pub parallel_compilation: bool,
+}
+
+impl Default for EngineOptions {
+    /// A host that owns its process: handlers and the thread pool on.
+    fn default() -> Self {
+        EngineOptions { signal_handlers: true, parallel_compilation: true }
+    }
+}
+
+impl EngineOptions {
+    /// For a host inside another program's process (a database backend):
+    /// no signal handlers, no compile threads, a small memory reservation.
+    pub fn shared_process() -> Self {
+        EngineOptions { signal_handlers: false, parallel_compilation: false }
+    }
+}
+
 /// An engine configured for bounded calls under `limits`.
-pub(crate) fn engine(limits: &WasmLimits) -> Result<Engine, PluginError> {
+pub(crate) fn engine(limits: &WasmLimits, options: EngineOptions) -> Result<Engine, PluginError> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
     config.max_wasm_stack(limits.max_stack);
+    config.parallel_compilation(options.parallel_compilation);
+    if !options.signal_handlers {
+        config.signals_based_traps(false);
+        config.memory_reservation(limits.memory_bytes as u64);
+        config.memory_guard_size(0);
+    }
     Engine::new(&config).map_err(|e| PluginError::Invalid(format!("engine: {e:#}")))
 }
 
-/// Advances `engine`'s epoch every millisecond until `stop` is set.
+/// Advances `engine`'s epoch every millisecond until `stop` is set. The
+/// thread starts with every signal blocked (the mask is inherited from the
+/// spawning thread, blocked only around the spawn), so it never runs a
+/// signal handler of the host.
 pub(crate) fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+    let _blocked = SignalsBlocked::new();
     std::thread::Builder::new()
         .name("guard-epoch".into())
         .spawn(move || {
@@ -65,6 +110,40 @@ pub(crate) fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
             }
         })
         .expect("spawn epoch ticker");
+}
+
+/// Blocks every signal on the current thread until dropped, then restores
+/// the previous mask.
+struct SignalsBlocked {
+    #[cfg(unix)]
+    previous: libc::sigset_t,
+}
+
+impl SignalsBlocked {
+    fn new() -> SignalsBlocked {
+        #[cfg(unix)]
+        // SAFETY: both sets are valid, initialized `sigset_t`s owned by this
+        // frame; `pthread_sigmask` only reads `all` and writes `previous`.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut previous: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
+            SignalsBlocked { previous }
+        }
+        #[cfg(not(unix))]
+        SignalsBlocked {}
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        // SAFETY: `previous` is the mask `pthread_sigmask` returned in `new`.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, std::ptr::null_mut());
+        }
+    }
 }
 
 /// The failure a call's error stands for. `refused_growth`: the store's

@@ -28,7 +28,7 @@ mod limits;
 use self::base::{Batch, PathCalls, StoreState};
 use self::component::{ComponentCalls, Exports};
 use self::direct::{DirectCalls, DirectPre};
-pub use self::limits::WasmLimits;
+pub use self::limits::{EngineOptions, WasmLimits};
 use self::limits::{classify, spawn_ticker};
 use crate::plugin::{INTERFACE, PACKAGE, Plugin, PluginError, PluginInfo};
 use crate::{
@@ -107,9 +107,15 @@ impl Worker {
 }
 
 impl WasmGuard {
-    /// An engine configured for bounded calls.
+    /// An engine configured for bounded calls, for a host that owns its process.
     pub fn engine(limits: &WasmLimits) -> Result<Engine, PluginError> {
-        limits::engine(limits)
+        limits::engine(limits, EngineOptions::default())
+    }
+
+    /// An engine configured for bounded calls, taking from the process only
+    /// what `options` allow.
+    pub fn engine_with(limits: &WasmLimits, options: EngineOptions) -> Result<Engine, PluginError> {
+        limits::engine(limits, options)
     }
 
     /// Builds a guard around `plugin`, which must have been compiled with

@@ -1,0 +1,377 @@
+-- The SQL surface of the fencing extension (schema `fencing`).
+--
+-- Invariants:
+-- * A fence row exists only once a write to its resource was admitted; its
+--   high-water mark only rises (except through fencing.reset_fence, which
+--   leaves a row in fencing.resets).
+-- * A write is decided with its resource's fence row locked (FOR UPDATE), and
+--   the fence is raised in the writing transaction: the write and its fence
+--   commit or roll back together. Writers of one resource serialize on that
+--   row; writers of different resources never wait for each other.
+-- * One write is one transaction's writes to one resource under one lock,
+--   token and sequence: once admitted, the same transaction presenting the
+--   same values again (a second row, or the INSERT and UPDATE halves of an
+--   upsert) is the same write and is not decided again.
+-- * Refusals raise these SQLSTATEs, with a JSON DETAIL carrying the evidence:
+--   FN001 stale_token, FN002 token_reused, FN003 wrong_lock,
+--   FN004 invalid_token (token 0, or no token presented),
+--   FN005 sequence_regressed, FN010 guard failure (the component trapped,
+--   timed out, ran out of memory or could not be loaded).
+--
+-- Functions on the write path name every object with its schema and use only
+-- pg_catalog operators (searched first when search_path does not list it), so
+-- they need no SET search_path clause, which would cost every write a GUC save.
+
+CREATE TABLE fencing.fences (
+    resource   text PRIMARY KEY CHECK (length(resource) BETWEEN 1 AND 1024),
+    lock       text NOT NULL CHECK (length(lock) BETWEEN 1 AND 1024),
+    high_water bigint NOT NULL CHECK (high_water > 0),
+    sequence   bigint CHECK (sequence >= 0),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE fencing.fences IS
+    'One row per resource with an admitted write: the lock it is bound to, the highest admitted token and the last sequence under it. Written only by the fencing functions.';
+GRANT SELECT ON fencing.fences TO PUBLIC;
+
+CREATE TABLE fencing.resets (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at             timestamptz NOT NULL DEFAULT clock_timestamp(),
+    by_role        name NOT NULL DEFAULT session_user,
+    resource       text NOT NULL,
+    old_lock       text,
+    old_high_water bigint,
+    old_sequence   bigint,
+    new_lock       text,
+    new_high_water bigint,
+    reason         text NOT NULL CHECK (length(reason) BETWEEN 1 AND 1000)
+);
+COMMENT ON TABLE fencing.resets IS 'Every operator reset or re-bind of a fence: who, when, why, and the fence before and after.';
+GRANT SELECT ON fencing.resets TO PUBLIC;
+
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencing_admin') THEN
+        CREATE ROLE fencing_admin NOLOGIN;
+    END IF;
+END
+$roles$;
+
+-- The reason name of a verdict code (NULL for the two admitting codes).
+CREATE FUNCTION fencing._reason(code integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE code
+        WHEN 2 THEN 'invalid_token' WHEN 3 THEN 'wrong_lock' WHEN 4 THEN 'stale_token'
+        WHEN 5 THEN 'token_reused' WHEN 6 THEN 'sequence_regressed' END
+$$;
+
+-- The component's decision on plain values. `current_lock` NULL: the
+-- resource has no fence yet. On admission high_water/last_sequence are the
+-- new fence; on refusal, the fence the write was compared with.
+CREATE FUNCTION fencing.admit(
+    current_lock text, current_high_water bigint, current_sequence bigint,
+    lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing',
+    OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
+LANGUAGE plpgsql PARALLEL SAFE AS $$
+DECLARE
+    d record;
+BEGIN
+    SELECT * INTO d FROM fencing._decide(current_lock, current_high_water, current_sequence, lock, token, sequence, policy);
+    IF d.failure IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN010',
+            MESSAGE = format('fencing: the guard could not decide (%s)', d.failure),
+            DETAIL = json_build_object('reason', 'guard_failure', 'failure', d.failure, 'presented', token)::text;
+    END IF;
+    admitted := d.code <= 1;
+    reason := fencing._reason(d.code);
+    high_water := d.high_water;
+    last_sequence := d.sequence;
+    new_term := d.code = 1;
+END
+$$;
+
+-- Decides one write against its resource's fence, in the calling
+-- transaction, and raises the fence on admission. With raise_refusal a
+-- refusal raises its SQLSTATE; without, it is returned.
+CREATE FUNCTION fencing._write(
+    resource text, lock text, token bigint, sequence bigint, policy text, raise_refusal boolean,
+    OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    fe record;
+    d record;
+BEGIN
+    IF resource IS NULL OR length(resource) NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: resource must be 1 to 1024 characters';
+    END IF;
+    IF lock IS NULL OR length(lock) NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: lock must be 1 to 1024 characters';
+    END IF;
+    IF token IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN004',
+            MESSAGE = format('fencing: no token presented for %s: set the token column, or SET LOCAL fencing.token', resource),
+            DETAIL = json_build_object('reason', 'invalid_token', 'resource', resource, 'lock', lock, 'presented', NULL)::text;
+    END IF;
+    LOOP
+        SELECT f.lock, f.high_water, f.sequence, f.xmin::text::bigint AS xmin INTO fe
+        FROM fencing.fences f WHERE f.resource = _write.resource FOR UPDATE;
+        IF fe.lock = _write.lock AND fe.high_water = _write.token AND fe.sequence IS NOT DISTINCT FROM _write.sequence
+           AND fencing._written_here(fe.xmin) THEN
+            -- This transaction already wrote the fence with exactly these values: the same write.
+            admitted := true; high_water := fe.high_water; last_sequence := fe.sequence; new_term := false;
+            RETURN;
+        END IF;
+        SELECT * INTO d FROM fencing._decide(fe.lock, fe.high_water, fe.sequence, _write.lock, _write.token, _write.sequence, _write.policy);
+        IF d.failure IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'FN010',
+                MESSAGE = format('fencing: the guard could not decide the write to %s (%s); the write is refused', resource, d.failure),
+                DETAIL = json_build_object('reason', 'guard_failure', 'failure', d.failure, 'resource', resource,
+                                           'lock', lock, 'presented', token, 'high_water', fe.high_water)::text;
+        END IF;
+        IF d.code > 1 THEN
+            admitted := false; reason := fencing._reason(d.code); high_water := d.high_water; last_sequence := d.sequence;
+            new_term := false;
+            IF raise_refusal THEN
+                PERFORM fencing._refuse(reason, resource, lock, token, sequence, fe.lock, d.high_water, d.sequence);
+            END IF;
+            RETURN;
+        END IF;
+        IF fe.lock IS NOT NULL THEN
+            UPDATE fencing.fences f SET lock = _write.lock, high_water = d.high_water, sequence = d.sequence, updated_at = now()
+            WHERE f.resource = _write.resource;
+        ELSE
+            INSERT INTO fencing.fences (resource, lock, high_water, sequence)
+            VALUES (_write.resource, _write.lock, d.high_water, d.sequence)
+            ON CONFLICT ON CONSTRAINT fences_pkey DO NOTHING;
+            -- A concurrent first write committed meanwhile: decide against its fence.
+            CONTINUE WHEN NOT FOUND;
+        END IF;
+        admitted := true; high_water := d.high_water; last_sequence := d.sequence; new_term := d.code = 1;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- Raises a refusal with its SQLSTATE, a message naming the reason, and the evidence as JSON in DETAIL.
+CREATE FUNCTION fencing._refuse(
+    reason text, resource text, lock text, token bigint, sequence bigint,
+    fence_lock text, high_water bigint, last_sequence bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    evidence text := json_build_object('reason', reason, 'resource', resource, 'lock', lock, 'presented', token,
+        'sequence', sequence, 'fence_lock', fence_lock, 'high_water', high_water, 'last_sequence', last_sequence)::text;
+BEGIN
+    CASE reason
+    WHEN 'stale_token' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN001', DETAIL = evidence,
+            MESSAGE = format('fencing: stale token %s for %s: a newer token (%s) has written it', token, resource, high_water);
+    WHEN 'token_reused' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN002', DETAIL = evidence,
+            MESSAGE = format('fencing: token %s for %s was already used (strictly-increasing policy)', token, resource);
+    WHEN 'wrong_lock' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN003', DETAIL = evidence,
+            MESSAGE = format('fencing: %s is bound to lock %s, not %s', resource, fence_lock, lock);
+    WHEN 'invalid_token' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN004', DETAIL = evidence,
+            MESSAGE = format('fencing: token %s for %s is invalid (tokens start at 1)', token, resource);
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'FN005', DETAIL = evidence,
+            MESSAGE = format('fencing: sequence %s under token %s for %s does not advance past %s',
+                             coalesce(sequence::text, 'none'), token, resource, last_sequence);
+    END CASE;
+END
+$$;
+
+-- Decides a write and raises the fence; returns the refusal instead of raising it.
+CREATE FUNCTION fencing.try_write(
+    resource text, lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing',
+    OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
+LANGUAGE sql AS $$
+    SELECT * FROM fencing._write(resource, lock, token, sequence, policy, false)
+$$;
+
+-- Decides a write and raises the fence; a refusal raises its SQLSTATE.
+CREATE FUNCTION fencing.check(
+    resource text, lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing')
+RETURNS void LANGUAGE sql AS $$
+    SELECT FROM fencing._write(resource, lock, token, sequence, policy, true)
+$$;
+
+-- The fence of one resource (no row when none was written yet).
+CREATE FUNCTION fencing.fence(resource text)
+RETURNS TABLE (lock text, high_water bigint, last_sequence bigint, updated_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT f.lock, f.high_water, f.sequence, f.updated_at FROM fencing.fences f WHERE f.resource = fence.resource
+$$;
+
+-- An operator's reset of one resource's fence, recorded in fencing.resets.
+-- Without new_lock it deletes the fence (the next write binds the resource
+-- afresh, and any token is admitted once); with new_lock and new_high_water
+-- it re-binds the resource to that lock at that mark.
+CREATE FUNCTION fencing.reset_fence(resource text, reason text, new_lock text DEFAULT NULL, new_high_water bigint DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    fe record;
+BEGIN
+    IF reason IS NULL OR length(trim(reason)) = 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: a reset needs a reason';
+    END IF;
+    IF (new_lock IS NULL) <> (new_high_water IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: give both new_lock and new_high_water, or neither';
+    END IF;
+    IF new_high_water IS NOT NULL AND new_high_water < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22003', MESSAGE = 'fencing: new_high_water must be at least 1';
+    END IF;
+    SELECT f.lock, f.high_water, f.sequence INTO fe FROM fencing.fences f WHERE f.resource = reset_fence.resource FOR UPDATE;
+    IF new_lock IS NULL THEN
+        DELETE FROM fencing.fences f WHERE f.resource = reset_fence.resource;
+    ELSE
+        INSERT INTO fencing.fences AS f (resource, lock, high_water, sequence)
+        VALUES (reset_fence.resource, new_lock, new_high_water, NULL)
+        ON CONFLICT ON CONSTRAINT fences_pkey DO UPDATE
+            SET lock = EXCLUDED.lock, high_water = EXCLUDED.high_water, sequence = NULL, updated_at = now();
+    END IF;
+    INSERT INTO fencing.resets (resource, old_lock, old_high_water, old_sequence, new_lock, new_high_water, reason)
+    VALUES (reset_fence.resource, fe.lock, fe.high_water, fe.sequence, new_lock, new_high_water, reason);
+    RAISE LOG 'fencing: % reset the fence of % (was lock %, high-water %; now lock %, high-water %): %',
+        session_user, resource, fe.lock, fe.high_water, new_lock, new_high_water, reason;
+END
+$$;
+REVOKE ALL ON FUNCTION fencing.reset_fence(text, text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.reset_fence(text, text, text, bigint) TO fencing_admin;
+
+-- Refuses TRUNCATE of a protected table: it removes rows without row triggers.
+CREATE FUNCTION fencing._refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '0A000',
+        MESSAGE = format('fencing: TRUNCATE of %I.%I would bypass the fence', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+        HINT = 'DELETE with SET LOCAL fencing.token, or fencing.unprotect the table first';
+END
+$$;
+
+-- Tables under the fence, with their columns and policy.
+CREATE VIEW fencing.protected AS
+    SELECT t.tgrelid::regclass AS tbl, c.description AS settings
+    FROM pg_catalog.pg_trigger t
+    LEFT JOIN pg_catalog.pg_description c ON c.objoid = t.tgfoid AND c.classoid = 'pg_catalog.pg_proc'::regclass
+    WHERE t.tgname = 'fencing_guard_b';
+GRANT SELECT ON fencing.protected TO PUBLIC;
+
+-- Puts a table under the fence: every INSERT, UPDATE and DELETE is decided
+-- in the writing transaction (see the extension's guide for where each
+-- statement's token, lock and sequence come from). Protecting a table again
+-- replaces its settings.
+CREATE FUNCTION fencing.protect(
+    tbl regclass, resource_column name, token_column name, lock_column name DEFAULT NULL,
+    sequence_column name DEFAULT NULL, policy text DEFAULT 'non-decreasing')
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $protect$
+DECLARE
+    rel record;
+    fn text;
+    col record;
+    lock_expr text;
+    body text;
+BEGIN
+    SELECT c.relname, n.nspname, c.relkind INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION USING ERRCODE = '42809', MESSAGE = format('fencing: %s is not a table', tbl);
+    END IF;
+    IF policy IS NULL OR policy NOT IN ('non-decreasing', 'strictly-increasing') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('fencing: policy %L is not non-decreasing or strictly-increasing', policy);
+    END IF;
+    IF resource_column IS NULL OR token_column IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fencing: resource_column and token_column are required';
+    END IF;
+    FOR col IN
+        SELECT u.role, u.name, a.atttypid
+        FROM (VALUES ('resource_column', resource_column), ('token_column', token_column),
+                     ('lock_column', lock_column), ('sequence_column', sequence_column)) u(role, name)
+        LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
+        WHERE u.name IS NOT NULL
+    LOOP
+        IF col.atttypid IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format('fencing: %s: %s has no column %I', col.role, tbl, col.name);
+        END IF;
+        IF col.role IN ('token_column', 'sequence_column') AND col.atttypid NOT IN ('int8'::regtype, 'int4'::regtype, 'int2'::regtype) THEN
+            RAISE EXCEPTION USING ERRCODE = '42804',
+                MESSAGE = format('fencing: %s %I must be bigint, integer or smallint, not %s', col.role, col.name, col.atttypid::regtype);
+        END IF;
+        IF col.role = 'lock_column' AND col.atttypid NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION USING ERRCODE = '42804',
+                MESSAGE = format('fencing: lock_column %I must be text or varchar, not %s', col.name, col.atttypid::regtype);
+        END IF;
+    END LOOP;
+    PERFORM fencing.unprotect(tbl, true);
+    fn := format('%I.%I', rel.nspname, 'fencing_guard_' || tbl::oid);
+    -- The lock a row presents: its lock column, else SET LOCAL fencing.lock, else the resource's own name.
+    lock_expr := CASE WHEN lock_column IS NULL
+        THEN 'coalesce(nullif(current_setting(''fencing.lock'', true), ''''), r)'
+        ELSE format('coalesce(nullif(current_setting(''fencing.lock'', true), ''''), rec.%I)', lock_column) END;
+    body := format($body$
+DECLARE
+    setting text := nullif(current_setting('fencing.token', true), '');
+    t bigint;
+    s bigint;
+    r text;
+    rec record;
+BEGIN
+    IF setting IS NOT NULL AND setting !~ '^[0-9]{1,19}$' THEN
+        RAISE EXCEPTION USING ERRCODE = '22P02', MESSAGE = format('fencing: fencing.token %%L is not a token', setting);
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        rec := OLD;
+        t := setting::bigint;
+        s := nullif(current_setting('fencing.sequence', true), '')::bigint;
+    ELSE
+        rec := NEW;
+        -- An UPDATE whose SET list does not name the token column presents fencing.token, never the row's old token.
+        IF TG_OP = 'INSERT' OR fencing._statement_sets_token() THEN
+            t := coalesce(NEW.%1$I, setting::bigint);
+        ELSE
+            t := setting::bigint;
+        END IF;
+        NEW.%1$I := t;
+        s := %2$s;
+    END IF;
+    r := rec.%3$I::text;
+    IF TG_OP = 'UPDATE' AND OLD.%3$I::text IS DISTINCT FROM r THEN
+        -- Moving a row out of a resource is a write to that resource too.
+        PERFORM fencing._write(OLD.%3$I::text, %4$s, t, s, %5$L, true);
+    END IF;
+    PERFORM fencing._write(r, %4$s, t, s, %5$L, true);
+    IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+    RETURN NEW;
+END
+$body$, token_column,
+        CASE WHEN sequence_column IS NULL THEN 'NULL'
+             ELSE format('rec.%I', sequence_column) END,
+        resource_column, lock_expr, policy);
+    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS %L', fn, body);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fn, json_build_object(
+        'resource_column', resource_column, 'token_column', token_column, 'lock_column', lock_column,
+        'sequence_column', sequence_column, 'policy', policy)::text);
+    EXECUTE format('CREATE TRIGGER fencing_guard_a BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION fencing._mark_token_set(%L)',
+                   tbl, token_column);
+    EXECUTE format('CREATE TRIGGER fencing_guard_b BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s()', tbl, fn);
+    EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing._refuse_truncate()', tbl);
+END
+$protect$;
+
+-- Takes a table out from under the fence (its fences stay in fencing.fences).
+CREATE FUNCTION fencing.unprotect(tbl regclass, if_protected boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    fn text;
+BEGIN
+    SELECT t.tgfoid::regprocedure::text INTO fn FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'fencing_guard_b';
+    IF fn IS NULL THEN
+        IF if_protected THEN RETURN; END IF;
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('fencing: %s is not protected', tbl);
+    END IF;
+    EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_a ON %s', tbl);
+    EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_b ON %s', tbl);
+    EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_truncate ON %s', tbl);
+    EXECUTE format('DROP FUNCTION IF EXISTS %s', fn);
+END
+$$;

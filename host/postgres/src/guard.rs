@@ -1,0 +1,70 @@
+//! The backend's guard.
+//!
+//! A backend builds its guard the first time a write needs a decision, never
+//! in `_PG_init`: the postmaster may load the library before forking, and a
+//! Wasm engine (its ticker thread, its code memory) must not be forked. The
+//! guard is kept for the life of the backend and rebuilt when
+//! `fencing.plugin_path` or `fencing.cache_dir` changes; a plugin that cannot
+//! be loaded is remembered as such, so every decision under that setting
+//! fails closed quickly instead of recompiling.
+//!
+//! Engine choices for a process that belongs to PostgreSQL
+//! ([`EngineOptions::shared_process`]): wasmtime installs no signal handler
+//! (linear memory is bounds-checked in code, so a fault in the backend stays
+//! PostgreSQL's to handle), compiles on the calling thread, and reserves
+//! only the memory limit per instance. The one thread a guard starts is its
+//! epoch ticker, which blocks every signal and never calls into PostgreSQL.
+
+use crate::settings;
+use fencing_runtime::{EngineOptions, Plugin, WasmGuard, WasmLimits};
+use std::cell::RefCell;
+use std::path::Path;
+
+/// What a guard was built from.
+#[derive(Clone, PartialEq, Eq)]
+struct Source {
+    plugin_path: Option<String>,
+    cache_dir: Option<String>,
+}
+
+struct Built {
+    source: Source,
+    /// The guard, or why it could not be built.
+    guard: Result<WasmGuard, String>,
+}
+
+thread_local! {
+    /// PostgreSQL runs a backend's SQL on one thread; this is that thread's guard.
+    static GUARD: RefCell<Option<Built>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the backend's guard for the current settings, or returns
+/// why there is none.
+pub fn with_guard<R>(f: impl FnOnce(&WasmGuard) -> R) -> Result<R, String> {
+    let source =
+        Source { plugin_path: settings::get(&settings::PLUGIN_PATH), cache_dir: settings::get(&settings::CACHE_DIR) };
+    GUARD.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.as_ref().is_none_or(|b| b.source != source) {
+            // Drop the old guard (and stop its ticker) before building the new one.
+            *slot = None;
+            *slot = Some(Built { guard: build(&source), source });
+        }
+        match &slot.as_ref().expect("built above").guard {
+            Ok(guard) => Ok(f(guard)),
+            Err(why) => Err(why.clone()),
+        }
+    })
+}
+
+fn build(source: &Source) -> Result<WasmGuard, String> {
+    let limits = WasmLimits::default();
+    let engine = WasmGuard::engine_with(&limits, EngineOptions::shared_process()).map_err(|e| e.to_string())?;
+    let cache = source.cache_dir.as_deref().map(Path::new);
+    let plugin = match &source.plugin_path {
+        None => Plugin::embedded(&engine, cache),
+        Some(path) => Plugin::from_file(&engine, Path::new(path), cache),
+    }
+    .map_err(|e| e.to_string())?;
+    WasmGuard::new(engine, plugin, limits).map_err(|e| e.to_string())
+}

@@ -1,0 +1,45 @@
+//! The `fencing:guard` component inside PostgreSQL.
+//!
+//! `CREATE EXTENSION fencing` puts the same `.wasm` every other host runs in
+//! each backend that asks for a decision. A table passed to
+//! `fencing.protect(..)` gets row triggers, so every INSERT, UPDATE and DELETE
+//! of it, from any client, is decided in the writing transaction: the
+//! resource's fence row in `fencing.fences` is locked, the component decides,
+//! an admission raises the fence with the write and a refusal fails the
+//! statement with its own SQLSTATE (class `FN`). `docs/postgres.md` is the
+//! user's guide; `sql/fencing.sql` is the SQL surface.
+//!
+//! What lives in Rust is only what SQL cannot do: calling the component and
+//! asking the backend about its own transaction. Everything that raises a
+//! fencing SQLSTATE is PL/pgSQL, because PostgreSQL errors raised from Rust
+//! can carry only the SQLSTATEs PostgreSQL itself defines.
+//!
+//! # Layout
+//! - `settings.rs`: the `fencing.*` settings (the plugin path and cache
+//!   directory, superuser-only; the token, lock and sequence a statement presents).
+//! - `guard.rs`: the backend's guard: built on first use, rebuilt when
+//!   `fencing.plugin_path` changes, with the engine options a database
+//!   backend needs (no signal handlers, no compile threads).
+//! - `functions.rs`: the SQL-callable functions written in Rust
+//!   (`fencing._decide`, and the transaction questions the triggers ask).
+//! - `sql/fencing.sql`: tables, the write path (`fencing.try_write`,
+//!   `fencing.check`), `fencing.admit`, `fencing.protect`/`unprotect`, the
+//!   operator's reset and its record.
+
+use pgrx::prelude::*;
+
+mod functions;
+mod guard;
+mod settings;
+
+::pgrx::pg_module_magic!(name, version);
+
+pgrx::extension_sql_file!("../sql/fencing.sql", name = "fencing_sql", finalize);
+
+/// Runs when a backend loads the library (or the postmaster does, under
+/// `shared_preload_libraries`): it only defines the settings. No engine and
+/// no thread is created here, so nothing of the Wasm runtime is ever forked.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::define();
+}

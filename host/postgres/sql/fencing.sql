@@ -22,6 +22,9 @@
 -- pg_catalog operators (searched first when search_path does not list it), so
 -- they need no SET search_path clause, which would cost every write a GUC save.
 
+-- Every role that writes a protected table runs its trigger, which calls into this schema.
+GRANT USAGE ON SCHEMA fencing TO PUBLIC;
+
 CREATE TABLE fencing.fences (
     resource   text PRIMARY KEY CHECK (length(resource) BETWEEN 1 AND 1024),
     lock       text NOT NULL CHECK (length(lock) BETWEEN 1 AND 1024),

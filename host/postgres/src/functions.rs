@@ -71,7 +71,13 @@ fn decide(
         sequence: current_sequence.map(|s| unsigned("current_sequence", s)),
     });
     let presented = Sequencer { lock: lock.to_owned(), token, sequence };
-    let decided = guard::with_guard(|g| g.admit(current.as_ref(), &presented, policy));
+    let decided = guard::with_guard(|g| {
+        let started = std::time::Instant::now();
+        let decided = g.admit(current.as_ref(), &presented, policy);
+        let nanos = started.elapsed().as_nanos() as u64;
+        STATS.with(|s| s.set((s.get().0 + 1, s.get().1 + nanos)));
+        decided
+    });
     let row = match decided {
         Err(unavailable) => (code::INVALID_TOKEN, None, None, Some(format!("guard_unavailable: {unavailable}"))),
         Ok(Err(failure)) => (code::INVALID_TOKEN, None, None, Some(format!("{}: {failure}", failure.reason()))),
@@ -94,6 +100,29 @@ fn decide(
     };
     let (c, high_water, sequence, failure) = row;
     TableIterator::once((i32::from(c), high_water, sequence, failure))
+}
+
+thread_local! {
+    /// Component calls made by this backend, and the nanoseconds spent in them.
+    static STATS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// This backend's component calls and the time spent inside them (for the
+/// component's share of a write), since the backend started.
+#[pg_extern(name = "guard_stats", parallel_unsafe)]
+fn guard_stats() -> TableIterator<'static, (name!(calls, i64), name!(nanos, i64))> {
+    let (calls, nanos) = STATS.with(Cell::get);
+    TableIterator::once((calls as i64, nanos as i64))
+}
+
+/// The component this backend runs: its source, SHA-256, exports, call
+/// path and whether it came from the compile cache (builds the guard if needed).
+#[pg_extern(name = "guard_info", parallel_unsafe)]
+fn guard_info() -> pgrx::JsonB {
+    match guard::with_guard(|g| serde_json::to_value(g.info()).unwrap_or_default()) {
+        Ok(info) => pgrx::JsonB(info),
+        Err(why) => pgrx::JsonB(serde_json::json!({ "error": why })),
+    }
 }
 
 /// Whether the row version with this `xmin` was written by the current
@@ -129,7 +158,10 @@ fn _mark_token_set<'a>(
         let relid = (*data.tg_relation).rd_id;
         let attnum = pg_sys::get_attnum(relid, column.as_ptr());
         attnum > 0
-            && pg_sys::bms_is_member(i32::from(attnum) - pg_sys::FirstLowInvalidHeapAttributeNumber, data.tg_updatedcols)
+            && pg_sys::bms_is_member(
+                i32::from(attnum) - pg_sys::FirstLowInvalidHeapAttributeNumber,
+                data.tg_updatedcols,
+            )
     };
     TOKEN_SET.with(|m| m.set(set));
     Ok(trigger.new())

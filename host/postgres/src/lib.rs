@@ -21,7 +21,8 @@
 //!   `fencing.plugin_path` changes, with the engine options a database
 //!   backend needs (no signal handlers, no compile threads).
 //! - `functions.rs`: the SQL-callable functions written in Rust
-//!   (`fencing._decide`, and the transaction questions the triggers ask).
+//!   (`fencing._decide`, `fencing.guard_info`, `fencing.guard_stats`, and the
+//!   questions the triggers ask about their statement and transaction).
 //! - `sql/fencing.sql`: tables, the write path (`fencing.try_write`,
 //!   `fencing.check`), `fencing.admit`, `fencing.protect`/`unprotect`, the
 //!   operator's reset and its record.

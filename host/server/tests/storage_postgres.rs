@@ -4,7 +4,7 @@
 mod storage_support;
 
 use fencing_host::client::storage::{StorageClient, Write};
-use fencing_host::storage::{Engine, Mutation, PostgresEngine};
+use fencing_host::storage::{Engine, Mutation, PgGuard, PostgresEngine};
 use fencing_runtime::{Guard, Policy, WasmGuard};
 use std::sync::Arc;
 use storage_support::postgres::Postgres;
@@ -15,7 +15,7 @@ async fn postgres_conformance_and_serve() {
     let pg = Postgres::start().await;
     let guard: Arc<dyn Guard> = Arc::new(WasmGuard::embedded(None).unwrap());
     let engine: Arc<dyn Engine> =
-        Arc::new(PostgresEngine::connect(&pg.url, guard, Policy::NonDecreasing).await.unwrap());
+        Arc::new(PostgresEngine::connect(&pg.url, PgGuard::Host(guard), Policy::NonDecreasing).await.unwrap());
     storage_support::run_all(engine.clone(), "pg-").await;
 
     // Tokens above i64::MAX round-trip (stored bit-for-bit, compared by the guard).

@@ -11,7 +11,7 @@
 
 use crate::http::auth::{BearerAuth, read_token_file};
 use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
-use crate::storage::{Engine, FlapConfig, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
+use crate::storage::{Engine, FlapConfig, PgGuard, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
 use crate::telemetry::Metrics;
 use anyhow::Context;
 use axum::Router;
@@ -50,6 +50,16 @@ pub enum StoreKind {
     Postgres,
 }
 
+/// Where `--store postgres` decides its writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PgGuardKind {
+    /// In this server, with `--guard`/`--plugin`, before writing.
+    Host,
+    /// In PostgreSQL, by the `fencing` extension (`scripts/pg-extension install`), so direct SQL writers
+    /// of the objects table share the fence.
+    Extension,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -67,6 +77,10 @@ pub struct ServeArgs {
     /// PostgreSQL connection string (with `--store postgres`), e.g. `host=127.0.0.1 port=5432 user=fencing dbname=fencing`.
     #[arg(long, env = "FENCING_POSTGRES_URL")]
     pub postgres_url: Option<String>,
+    /// With `--store postgres`: decide writes in this server (`host`) or in the database's `fencing`
+    /// extension (`extension`), which keeps the fences in `fencing.fences` and fences direct SQL writers too.
+    #[arg(long, value_enum, default_value = "host")]
+    pub pg_guard: PgGuardKind,
     /// Who decides writes: the Wasm component or the same rules linked natively.
     #[arg(long, default_value = "wasm", value_parser = super::named::<GuardKind>(GuardKind::ALL.map(GuardKind::name)))]
     pub guard: GuardKind,
@@ -102,6 +116,17 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.store == StoreKind::Postgres && args.postgres_url.is_none() {
         return Err(super::usage("--store postgres needs --postgres-url"));
+    }
+    if args.pg_guard == PgGuardKind::Extension {
+        if args.store != StoreKind::Postgres {
+            return Err(super::usage("--pg-guard extension needs --store postgres"));
+        }
+        if args.no_fencing || args.plugin.is_some() {
+            return Err(super::usage(
+                "--pg-guard extension decides inside PostgreSQL: choose its plugin with the fencing.plugin_path setting \
+                 there; --no-fencing and --plugin do not apply",
+            ));
+        }
     }
     if args.plugin.is_some() && args.guard == GuardKind::Native {
         return Err(super::usage("--plugin needs --guard wasm"));
@@ -169,6 +194,10 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<R
         }
         StoreKind::Postgres => {
             let url = args.postgres_url.as_deref().expect("checked in run");
+            let guard = match args.pg_guard {
+                PgGuardKind::Host => PgGuard::Host(guard),
+                PgGuardKind::Extension => PgGuard::Extension,
+            };
             Arc::new(PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?)
         }
     };

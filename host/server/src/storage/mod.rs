@@ -11,13 +11,14 @@
 //! - an acknowledged write and its fence are durable (fsynced) before the ack;
 //! - a resource's high-water mark never goes backwards.
 
+mod pg_extension;
 mod postgres;
 mod redb;
 mod service;
 mod telemetry;
 mod validate;
 
-pub use self::postgres::PostgresEngine;
+pub use self::postgres::{PgGuard, PostgresEngine};
 pub use self::redb::RedbEngine;
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};

@@ -15,8 +15,14 @@
 //!
 //! Tokens and sequences are `u64` stored bit-for-bit in `BIGINT`; SQL never
 //! compares them (the guard does), so values above `i64::MAX` round-trip intact.
+//!
+//! With [`PgGuard::Extension`] the decision moves into the database: the
+//! `fencing` extension keeps the fences (`fencing.fences`, not
+//! `fencing_resources`) and protects `fencing_objects`, so direct SQL writers
+//! are fenced too (`pg_extension.rs`). Each object row records the lock,
+//! token and sequence of the write that last changed it, in either mode.
 
-use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
+use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome, pg_extension};
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -40,13 +46,24 @@ CREATE TABLE IF NOT EXISTS fencing_objects (
     file_path   TEXT NOT NULL,
     data        BYTEA NOT NULL,
     PRIMARY KEY (resource_id, file_path)
-);";
+);
+ALTER TABLE fencing_objects ADD COLUMN IF NOT EXISTS lock_id TEXT,
+    ADD COLUMN IF NOT EXISTS fencing_token BIGINT, ADD COLUMN IF NOT EXISTS sequence BIGINT;";
+
+/// Who decides the writes of a [`PostgresEngine`].
+#[derive(Clone)]
+pub enum PgGuard {
+    /// This process, with the given guard, before it writes.
+    Host(Arc<dyn Guard>),
+    /// The `fencing` extension inside PostgreSQL, in the writing transaction.
+    Extension,
+}
 
 /// A fenced store on PostgreSQL, with a fixed pool of connections.
 pub struct PostgresEngine {
     pool: Vec<Mutex<Client>>,
     next: AtomicUsize,
-    guard: Arc<dyn Guard>,
+    guard: PgGuard,
     policy: Policy,
 }
 
@@ -59,8 +76,9 @@ fn to_fence(lock: Option<String>, token: i64, sequence: Option<i64>) -> Option<F
 }
 
 impl PostgresEngine {
-    /// Connects `POOL_SIZE` clients to `url` and creates the tables if missing.
-    pub async fn connect(url: &str, guard: Arc<dyn Guard>, policy: Policy) -> Result<PostgresEngine, StorageError> {
+    /// Connects `POOL_SIZE` clients to `url` and creates the tables if missing
+    /// (and, for [`PgGuard::Extension`], the extension and the objects table's protection).
+    pub async fn connect(url: &str, guard: PgGuard, policy: Policy) -> Result<PostgresEngine, StorageError> {
         let mut pool = Vec::with_capacity(POOL_SIZE);
         for _ in 0..POOL_SIZE {
             let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
@@ -72,6 +90,10 @@ impl PostgresEngine {
             pool.push(Mutex::new(client));
         }
         pool[0].lock().await.batch_execute(SCHEMA).await.map_err(pg)?;
+        if let PgGuard::Extension = guard {
+            let setup = pg_extension::setup_sql(policy);
+            pool[0].lock().await.batch_execute(&setup).await.map_err(pg_extension::setup_error)?;
+        }
         Ok(PostgresEngine { pool, next: AtomicUsize::new(0), guard, policy })
     }
 
@@ -83,31 +105,29 @@ impl PostgresEngine {
         let mut client = self.client().lock().await;
         let txn = client.transaction().await.map_err(pg)?;
         let rid = req.resource_id.as_str();
-        txn.execute("INSERT INTO fencing_resources (resource_id) VALUES ($1) ON CONFLICT DO NOTHING", &[&rid])
-            .await
-            .map_err(pg)?;
-        let row = txn
-            .query_one(
-                "SELECT lock_id, last_fencing_token, last_sequence FROM fencing_resources WHERE resource_id = $1 FOR UPDATE",
-                &[&rid],
-            )
-            .await
-            .map_err(pg)?;
-        let current = to_fence(row.get(0), row.get(1), row.get(2));
-        let admission = match super::decide(&*self.guard, self.policy, current, &req) {
+        let decided = match &self.guard {
+            PgGuard::Host(guard) => decide_here(&txn, &**guard, self.policy, &req).await?,
+            PgGuard::Extension => pg_extension::decide(&txn, &req, self.policy).await?,
+        };
+        let admission = match decided {
             Ok(admission) => admission,
             Err(refused) => {
                 txn.rollback().await.map_err(pg)?;
                 return Ok(refused);
             }
         };
+        let token = admission.high_water as i64;
+        let sequence = admission.sequence.map(|s| s as i64);
+        let lock = req.lock_id.as_str();
         let path = req.file_path.as_str();
         match req.mutation {
             Mutation::Put => {
                 txn.execute(
-                    "INSERT INTO fencing_objects (resource_id, file_path, data) VALUES ($1, $2, $3)
-                     ON CONFLICT (resource_id, file_path) DO UPDATE SET data = EXCLUDED.data",
-                    &[&rid, &path, &req.bytes],
+                    "INSERT INTO fencing_objects (resource_id, file_path, data, lock_id, fencing_token, sequence)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (resource_id, file_path) DO UPDATE SET data = EXCLUDED.data,
+                         lock_id = EXCLUDED.lock_id, fencing_token = EXCLUDED.fencing_token, sequence = EXCLUDED.sequence",
+                    &[&rid, &path, &req.bytes, &lock, &token, &sequence],
                 )
                 .await
                 .map_err(pg)?;
@@ -115,10 +135,12 @@ impl PostgresEngine {
             Mutation::Append => {
                 let row = txn
                     .query_one(
-                        "INSERT INTO fencing_objects (resource_id, file_path, data) VALUES ($1, $2, $3)
-                         ON CONFLICT (resource_id, file_path) DO UPDATE SET data = fencing_objects.data || EXCLUDED.data
+                        "INSERT INTO fencing_objects (resource_id, file_path, data, lock_id, fencing_token, sequence)
+                         VALUES ($1, $2, $3, $4, $5, $6)
+                         ON CONFLICT (resource_id, file_path) DO UPDATE SET data = fencing_objects.data || EXCLUDED.data,
+                             lock_id = EXCLUDED.lock_id, fencing_token = EXCLUDED.fencing_token, sequence = EXCLUDED.sequence
                          RETURNING octet_length(data)",
-                        &[&rid, &path, &req.bytes],
+                        &[&rid, &path, &req.bytes, &lock, &token, &sequence],
                     )
                     .await
                     .map_err(pg)?;
@@ -134,17 +156,50 @@ impl PostgresEngine {
                     .map_err(pg)?;
             }
         }
-        let token = admission.high_water as i64;
-        let sequence = admission.sequence.map(|s| s as i64);
-        txn.execute(
-            "UPDATE fencing_resources SET lock_id = $2, last_fencing_token = $3, last_sequence = $4, updated_at = now()
-             WHERE resource_id = $1",
-            &[&rid, &req.lock_id, &token, &sequence],
+        if let PgGuard::Host(_) = self.guard {
+            txn.execute(
+                "UPDATE fencing_resources SET lock_id = $2, last_fencing_token = $3, last_sequence = $4, updated_at = now()
+                 WHERE resource_id = $1",
+                &[&rid, &req.lock_id, &token, &sequence],
+            )
+            .await
+            .map_err(pg)?;
+        }
+        txn.commit().await.map_err(pg)?;
+        Ok(admission.into())
+    }
+}
+
+/// The host's own decision: the fence row is created if missing and locked
+/// `FOR UPDATE`, then the guard decides against it.
+async fn decide_here(
+    txn: &tokio_postgres::Transaction<'_>,
+    guard: &dyn Guard,
+    policy: Policy,
+    req: &ValidWrite,
+) -> Result<Result<fencing_runtime::Admission, WriteOutcome>, StorageError> {
+    let rid = req.resource_id.as_str();
+    txn.execute("INSERT INTO fencing_resources (resource_id) VALUES ($1) ON CONFLICT DO NOTHING", &[&rid])
+        .await
+        .map_err(pg)?;
+    let row = txn
+        .query_one(
+            "SELECT lock_id, last_fencing_token, last_sequence FROM fencing_resources WHERE resource_id = $1 FOR UPDATE",
+            &[&rid],
         )
         .await
         .map_err(pg)?;
-        txn.commit().await.map_err(pg)?;
-        Ok(admission.into())
+    let current = to_fence(row.get(0), row.get(1), row.get(2));
+    Ok(super::decide(guard, policy, current, req))
+}
+
+impl PostgresEngine {
+    /// The fences of this engine's mode, as `(lock, high_water, sequence, resource)` rows.
+    fn fences(&self) -> &'static str {
+        match self.guard {
+            PgGuard::Host(_) => "SELECT lock_id, last_fencing_token, last_sequence, resource_id FROM fencing_resources",
+            PgGuard::Extension => "SELECT lock, high_water, sequence, resource FROM fencing.fences",
+        }
     }
 }
 
@@ -163,15 +218,13 @@ impl Engine for PostgresEngine {
             super::validate_file_path(file_path)?;
             let client = self.client().lock().await;
             // One statement, one snapshot: the object and the fence agree.
-            let row = client
-                .query_one(
-                    "SELECT r.lock_id, COALESCE(r.last_fencing_token, 0), r.last_sequence,
-                            (SELECT data FROM fencing_objects o WHERE o.resource_id = $1 AND o.file_path = $2)
-                     FROM (SELECT $1::text AS id) q LEFT JOIN fencing_resources r ON r.resource_id = q.id",
-                    &[&resource_id, &file_path],
-                )
-                .await
-                .map_err(pg)?;
+            let sql = format!(
+                "SELECT r.lock, COALESCE(r.high_water, 0), r.seq,
+                        (SELECT data FROM fencing_objects o WHERE o.resource_id = $1 AND o.file_path = $2)
+                 FROM (SELECT $1::text AS id) q LEFT JOIN ({}) r(lock, high_water, seq, id) ON r.id = q.id",
+                self.fences()
+            );
+            let row = client.query_one(&sql, &[&resource_id, &file_path]).await.map_err(pg)?;
             Ok(ReadResult { bytes: row.get(3), fence: to_fence(row.get(0), row.get(1), row.get(2)) })
         })
     }
@@ -180,13 +233,8 @@ impl Engine for PostgresEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             let client = self.client().lock().await;
-            let row = client
-                .query_opt(
-                    "SELECT lock_id, last_fencing_token, last_sequence FROM fencing_resources WHERE resource_id = $1",
-                    &[&resource_id],
-                )
-                .await
-                .map_err(pg)?;
+            let sql = format!("SELECT * FROM ({}) r(lock, high_water, seq, id) WHERE r.id = $1", self.fences());
+            let row = client.query_opt(&sql, &[&resource_id]).await.map_err(pg)?;
             Ok(row.and_then(|r| to_fence(r.get(0), r.get(1), r.get(2))))
         })
     }

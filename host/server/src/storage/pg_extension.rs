@@ -1,0 +1,149 @@
+//! `--pg-guard extension`: the PostgreSQL engine leaves every decision to the
+//! `fencing` extension inside the database, so the HTTP API and direct SQL
+//! clients share one fence (`fencing.fences`).
+//!
+//! Set-up: `CREATE EXTENSION IF NOT EXISTS fencing`, columns `lock_id`,
+//! `fencing_token` and `sequence` on `fencing_objects`, and
+//! `fencing.protect('fencing_objects', ...)`, so a program that writes the
+//! objects table directly is decided by the same fence.
+//!
+//! A write: `fencing.try_write(..)` locks the resource's fence row, asks the
+//! component and raises the fence (or returns the refusal with its
+//! evidence); the mutation follows in the same transaction, and the table's
+//! trigger recognises it as the same write (same transaction, lock, token
+//! and sequence) without deciding again. Tokens and sequences must fit in
+//! `bigint`: anything above 2^63-1 is refused as an invalid field.
+
+use super::{Mutation, StorageError, ValidWrite, WriteOutcome};
+use fencing_runtime::{Admission, Fence, GuardFailure, Policy, Rejection};
+use tokio_postgres::Transaction;
+use tokio_postgres::error::SqlState;
+
+/// Makes the database ready for extension-decided writes under `policy`.
+pub(super) fn setup_sql(policy: Policy) -> String {
+    format!(
+        "CREATE EXTENSION IF NOT EXISTS fencing;
+         ALTER TABLE fencing_objects ADD COLUMN IF NOT EXISTS lock_id TEXT,
+             ADD COLUMN IF NOT EXISTS fencing_token BIGINT, ADD COLUMN IF NOT EXISTS sequence BIGINT;
+         SELECT fencing.protect('fencing_objects', 'resource_id', 'fencing_token', 'lock_id', 'sequence', '{}');",
+        policy.name()
+    )
+}
+
+/// What an error during set-up means for the operator.
+pub(super) fn setup_error(e: tokio_postgres::Error) -> StorageError {
+    let hint = match e.code() {
+        Some(c) if *c == SqlState::UNDEFINED_FILE || *c == SqlState::UNDEFINED_OBJECT => {
+            " (the fencing extension is not installed in this PostgreSQL: run `scripts/pg-extension install`, \
+             or serve with --pg-guard host)"
+        }
+        _ => "",
+    };
+    StorageError::Backend(format!("postgres: set up the fencing extension: {}{hint}", db_message(&e)))
+}
+
+fn db_message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_else(|| e.to_string())
+}
+
+fn pg(e: tokio_postgres::Error) -> StorageError {
+    StorageError::Backend(format!("postgres: {}", db_message(&e)))
+}
+
+/// A u64 from the API as the extension's `bigint`.
+fn bigint(field: &'static str, v: u64) -> Result<i64, StorageError> {
+    i64::try_from(v).map_err(|_| StorageError::InvalidField {
+        field,
+        message: format!(
+            "{v} is above 9223372036854775807, the largest value PostgreSQL's bigint holds; \
+             this server decides in the database (--pg-guard extension)"
+        ),
+    })
+}
+
+/// Decides `req` in the database and, on admission, raises the fence. The
+/// admission, or the refusal to report, after which the caller rolls back.
+pub(super) async fn decide(
+    txn: &Transaction<'_>,
+    req: &ValidWrite,
+    policy: Policy,
+) -> Result<Result<Admission, WriteOutcome>, StorageError> {
+    let token = bigint("fencing_token", req.token)?;
+    let sequence = req.sequence.map(|s| bigint("sequence", s)).transpose()?;
+    let rid = req.resource_id.as_str();
+    let lock = req.lock_id.as_str();
+    let decided = txn
+        .query_one(
+            "SELECT admitted, reason, high_water, last_sequence, new_term FROM fencing.try_write($1, $2, $3, $4, $5)",
+            &[&rid, &lock, &token, &sequence, &policy.name()],
+        )
+        .await;
+    let row = match decided {
+        Ok(row) => row,
+        Err(e) if e.code().is_some_and(|c| c.code() == "FN010") => {
+            let failure = guard_failure(&e);
+            let fence = fence_in(txn, rid).await?;
+            return Ok(Err(WriteOutcome::GuardFailed { failure, fence }));
+        }
+        Err(e) => return Err(pg(e)),
+    };
+    let high_water = row.get::<_, Option<i64>>(2).map(|v| v as u64).unwrap_or(0);
+    let last = row.get::<_, Option<i64>>(3).map(|v| v as u64);
+    if row.get::<_, bool>(0) {
+        // The objects table's trigger decides DELETEs by these settings (rows carry the rest).
+        if req.mutation == Mutation::Delete {
+            txn.execute(
+                "SELECT set_config('fencing.token', $1, true), set_config('fencing.lock', $2, true),
+                        set_config('fencing.sequence', $3, true)",
+                &[&token.to_string(), &lock, &sequence.map(|s| s.to_string()).unwrap_or_default()],
+            )
+            .await
+            .map_err(pg)?;
+        }
+        return Ok(Ok(Admission { high_water, sequence: last, new_term: row.get(4) }));
+    }
+    let reason: String = row.get(1);
+    let rejection = match reason.as_str() {
+        "invalid_token" => Rejection::InvalidToken,
+        "wrong_lock" => Rejection::WrongLock,
+        "stale_token" => Rejection::StaleToken { presented: req.token, high_water },
+        "token_reused" => Rejection::TokenReused { presented: req.token, high_water },
+        "sequence_regressed" => {
+            Rejection::SequenceRegressed { token: req.token, presented: req.sequence, last: last.unwrap_or(0) }
+        }
+        other => {
+            return Err(StorageError::Backend(format!("postgres: the extension answered an unknown reason `{other}`")));
+        }
+    };
+    let fence = fence_in(txn, rid).await?;
+    Ok(Err(WriteOutcome::Rejected { rejection, fence }))
+}
+
+/// The guard failure an FN010 error reports (its DETAIL's `failure` starts with the reason).
+fn guard_failure(e: &tokio_postgres::Error) -> GuardFailure {
+    let detail = e.as_db_error().and_then(|d| d.detail()).unwrap_or_default();
+    let failure = serde_json::from_str::<serde_json::Value>(detail)
+        .ok()
+        .and_then(|v| v.get("failure").and_then(|f| f.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| db_message(e));
+    let (reason, message) = failure.split_once(": ").unwrap_or((failure.as_str(), ""));
+    match reason {
+        "guard_timeout" => GuardFailure::Timeout,
+        "guard_out_of_memory" => GuardFailure::OutOfMemory,
+        "guard_trap" => GuardFailure::Trap(message.to_owned()),
+        _ => GuardFailure::Unavailable(failure.clone()),
+    }
+}
+
+/// The resource's fence as the extension keeps it.
+pub(super) async fn fence_in(txn: &Transaction<'_>, rid: &str) -> Result<Option<Fence>, StorageError> {
+    let row = txn
+        .query_opt("SELECT lock, high_water, sequence FROM fencing.fences WHERE resource = $1", &[&rid])
+        .await
+        .map_err(pg)?;
+    Ok(row.map(|r| Fence {
+        lock: r.get(0),
+        high_water: r.get::<_, i64>(1) as u64,
+        sequence: r.get::<_, Option<i64>>(2).map(|s| s as u64),
+    }))
+}

@@ -25,11 +25,14 @@
 -- Every role that writes a protected table runs its trigger, which calls into this schema.
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
 
+-- No CHECK constraints: every write path validates names (1 to 1024 bytes)
+-- and numbers (non-negative, high_water >= 1) before it gets here, and a
+-- CHECK would be re-read from the catalog by every fence update.
 CREATE TABLE fencing.fences (
-    resource   text PRIMARY KEY CHECK (length(resource) BETWEEN 1 AND 1024),
-    lock       text NOT NULL CHECK (length(lock) BETWEEN 1 AND 1024),
-    high_water bigint NOT NULL CHECK (high_water > 0),
-    sequence   bigint CHECK (sequence >= 0),
+    resource   text PRIMARY KEY,
+    lock       text NOT NULL,
+    high_water bigint NOT NULL,
+    sequence   bigint,
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE fencing.fences IS
@@ -92,76 +95,15 @@ BEGIN
 END
 $$;
 
--- Decides one write against its resource's fence, in the calling
--- transaction, and raises the fence on admission. With raise_refusal a
--- refusal raises its SQLSTATE; without, it is returned.
-CREATE FUNCTION fencing._write(
-    resource text, lock text, token bigint, sequence bigint, policy text, raise_refusal boolean,
-    OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
-LANGUAGE plpgsql SECURITY DEFINER AS $$
-DECLARE
-    fe record;
-    d record;
-BEGIN
-    IF resource IS NULL OR length(resource) NOT BETWEEN 1 AND 1024 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: resource must be 1 to 1024 characters';
-    END IF;
-    IF lock IS NULL OR length(lock) NOT BETWEEN 1 AND 1024 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: lock must be 1 to 1024 characters';
-    END IF;
-    IF token IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN004',
-            MESSAGE = format('fencing: no token presented for %s: set the token column, or SET LOCAL fencing.token', resource),
-            DETAIL = json_build_object('reason', 'invalid_token', 'resource', resource, 'lock', lock, 'presented', NULL)::text;
-    END IF;
-    LOOP
-        SELECT f.lock, f.high_water, f.sequence, f.xmin::text::bigint AS xmin INTO fe
-        FROM fencing.fences f WHERE f.resource = _write.resource FOR UPDATE;
-        IF fe.lock = _write.lock AND fe.high_water = _write.token AND fe.sequence IS NOT DISTINCT FROM _write.sequence
-           AND fencing._written_here(fe.xmin) THEN
-            -- This transaction already wrote the fence with exactly these values: the same write.
-            admitted := true; high_water := fe.high_water; last_sequence := fe.sequence; new_term := false;
-            RETURN;
-        END IF;
-        SELECT * INTO d FROM fencing._decide(fe.lock, fe.high_water, fe.sequence, _write.lock, _write.token, _write.sequence, _write.policy);
-        IF d.failure IS NOT NULL THEN
-            RAISE EXCEPTION USING ERRCODE = 'FN010',
-                MESSAGE = format('fencing: the guard could not decide the write to %s (%s); the write is refused', resource, d.failure),
-                DETAIL = json_build_object('reason', 'guard_failure', 'failure', d.failure, 'resource', resource,
-                                           'lock', lock, 'presented', token, 'high_water', fe.high_water)::text;
-        END IF;
-        IF d.code > 1 THEN
-            admitted := false; reason := fencing._reason(d.code); high_water := d.high_water; last_sequence := d.sequence;
-            new_term := false;
-            IF raise_refusal THEN
-                PERFORM fencing._refuse(reason, resource, lock, token, sequence, fe.lock, d.high_water, d.sequence);
-            END IF;
-            RETURN;
-        END IF;
-        IF fe.lock IS NOT NULL THEN
-            UPDATE fencing.fences f SET lock = _write.lock, high_water = d.high_water, sequence = d.sequence, updated_at = now()
-            WHERE f.resource = _write.resource;
-        ELSE
-            INSERT INTO fencing.fences (resource, lock, high_water, sequence)
-            VALUES (_write.resource, _write.lock, d.high_water, d.sequence)
-            ON CONFLICT ON CONSTRAINT fences_pkey DO NOTHING;
-            -- A concurrent first write committed meanwhile: decide against its fence.
-            CONTINUE WHEN NOT FOUND;
-        END IF;
-        admitted := true; high_water := d.high_water; last_sequence := d.sequence; new_term := d.code = 1;
-        RETURN;
-    END LOOP;
-END
-$$;
-
 -- Raises a refusal with its SQLSTATE, a message naming the reason, and the evidence as JSON in DETAIL.
 CREATE FUNCTION fencing._refuse(
     reason text, resource text, lock text, token bigint, sequence bigint,
-    fence_lock text, high_water bigint, last_sequence bigint) RETURNS void
+    fence_lock text, high_water bigint, last_sequence bigint, failure text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    evidence text := json_build_object('reason', reason, 'resource', resource, 'lock', lock, 'presented', token,
-        'sequence', sequence, 'fence_lock', fence_lock, 'high_water', high_water, 'last_sequence', last_sequence)::text;
+    evidence text := json_build_object('reason', CASE reason WHEN 'no_token' THEN 'invalid_token' ELSE reason END,
+        'resource', resource, 'lock', lock, 'presented', token, 'sequence', sequence, 'fence_lock', fence_lock,
+        'high_water', high_water, 'last_sequence', last_sequence, 'failure', failure)::text;
 BEGIN
     CASE reason
     WHEN 'stale_token' THEN
@@ -176,27 +118,71 @@ BEGIN
     WHEN 'invalid_token' THEN
         RAISE EXCEPTION USING ERRCODE = 'FN004', DETAIL = evidence,
             MESSAGE = format('fencing: token %s for %s is invalid (tokens start at 1)', token, resource);
-    ELSE
+    WHEN 'no_token' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN004', DETAIL = evidence,
+            MESSAGE = format('fencing: no token presented for %s: set the token column, or SET LOCAL fencing.token', resource);
+    WHEN 'sequence_regressed' THEN
         RAISE EXCEPTION USING ERRCODE = 'FN005', DETAIL = evidence,
             MESSAGE = format('fencing: sequence %s under token %s for %s does not advance past %s',
                              coalesce(sequence::text, 'none'), token, resource, last_sequence);
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'FN010', DETAIL = evidence,
+            MESSAGE = format('fencing: the guard could not decide the write to %s (%s); the write is refused', resource, failure);
     END CASE;
 END
 $$;
 
--- Decides a write and raises the fence; returns the refusal instead of raising it.
+-- Decides a write against its resource's fence in the calling transaction
+-- and raises the fence on admission; returns a refusal (high_water and
+-- last_sequence: the fence it was compared with) instead of raising it. A
+-- guard failure raises FN010.
 CREATE FUNCTION fencing.try_write(
     resource text, lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing',
     OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
-LANGUAGE sql AS $$
-    SELECT * FROM fencing._write(resource, lock, token, sequence, policy, false)
+LANGUAGE plpgsql AS $$
+DECLARE
+    w record;
+BEGIN
+    SELECT * INTO w FROM fencing._try_write(resource, lock, token, sequence, policy);
+    IF w.failure IS NOT NULL THEN
+        PERFORM fencing._refuse('guard_failure', resource, lock, token, sequence, w.fence_lock, w.high_water,
+                                w.last_sequence, w.failure);
+    END IF;
+    admitted := w.admitted; reason := w.reason; high_water := w.high_water; last_sequence := w.last_sequence;
+    new_term := w.new_term;
+END
 $$;
 
--- Decides a write and raises the fence; a refusal raises its SQLSTATE.
+-- As fencing.try_write, raising a refusal with its SQLSTATE.
 CREATE FUNCTION fencing.check(
     resource text, lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing')
-RETURNS void LANGUAGE sql AS $$
-    SELECT FROM fencing._write(resource, lock, token, sequence, policy, true)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    w record;
+BEGIN
+    SELECT * INTO w FROM fencing._try_write(resource, lock, token, sequence, policy);
+    IF NOT w.admitted THEN
+        PERFORM fencing._refuse(w.reason, resource, lock, token, sequence, w.fence_lock, w.high_water,
+                                w.last_sequence, w.failure);
+    END IF;
+END
+$$;
+
+-- The second row trigger of a protected table: raises what fencing_guard_a refused.
+CREATE FUNCTION fencing._raise_refusal() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    IF fencing._refusal_pending() THEN
+        SELECT * INTO r FROM fencing._take_refusal();
+        PERFORM fencing._refuse(r.reason, r.resource, r.lock, r.token, r.sequence, r.fence_lock, r.high_water,
+                                r.last_sequence, r.failure);
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END
 $$;
 
 -- The fence of one resource (no row when none was written yet).
@@ -255,8 +241,8 @@ $$;
 CREATE VIEW fencing.protected AS
     SELECT t.tgrelid::regclass AS tbl, c.description AS settings
     FROM pg_catalog.pg_trigger t
-    LEFT JOIN pg_catalog.pg_description c ON c.objoid = t.tgfoid AND c.classoid = 'pg_catalog.pg_proc'::regclass
-    WHERE t.tgname = 'fencing_guard_b';
+    LEFT JOIN pg_catalog.pg_description c ON c.objoid = t.oid AND c.classoid = 'pg_catalog.pg_trigger'::regclass
+    WHERE t.tgname = 'fencing_guard_a';
 GRANT SELECT ON fencing.protected TO PUBLIC;
 
 -- Puts a table under the fence: every INSERT, UPDATE and DELETE is decided
@@ -269,10 +255,7 @@ CREATE FUNCTION fencing.protect(
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $protect$
 DECLARE
     rel record;
-    fn text;
     col record;
-    lock_expr text;
-    body text;
 BEGIN
     SELECT c.relname, n.nspname, c.relkind INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
@@ -306,75 +289,29 @@ BEGIN
         END IF;
     END LOOP;
     PERFORM fencing.unprotect(tbl, true);
-    fn := format('%I.%I', rel.nspname, 'fencing_guard_' || tbl::oid);
-    -- The lock a row presents: its lock column, else SET LOCAL fencing.lock, else the resource's own name.
-    lock_expr := CASE WHEN lock_column IS NULL
-        THEN 'coalesce(nullif(current_setting(''fencing.lock'', true), ''''), r)'
-        ELSE format('coalesce(nullif(current_setting(''fencing.lock'', true), ''''), rec.%I)', lock_column) END;
-    body := format($body$
-DECLARE
-    setting text := nullif(current_setting('fencing.token', true), '');
-    t bigint;
-    s bigint;
-    r text;
-    rec record;
-BEGIN
-    IF setting IS NOT NULL AND setting !~ '^[0-9]{1,19}$' THEN
-        RAISE EXCEPTION USING ERRCODE = '22P02', MESSAGE = format('fencing: fencing.token %%L is not a token', setting);
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        rec := OLD;
-        t := setting::bigint;
-        s := nullif(current_setting('fencing.sequence', true), '')::bigint;
-    ELSE
-        rec := NEW;
-        -- An UPDATE whose SET list does not name the token column presents fencing.token, never the row's old token.
-        IF TG_OP = 'INSERT' OR fencing._statement_sets_token() THEN
-            t := coalesce(NEW.%1$I, setting::bigint);
-        ELSE
-            t := setting::bigint;
-        END IF;
-        NEW.%1$I := t;
-        s := %2$s;
-    END IF;
-    r := rec.%3$I::text;
-    IF TG_OP = 'UPDATE' AND OLD.%3$I::text IS DISTINCT FROM r THEN
-        -- Moving a row out of a resource is a write to that resource too.
-        PERFORM fencing._write(OLD.%3$I::text, %4$s, t, s, %5$L, true);
-    END IF;
-    PERFORM fencing._write(r, %4$s, t, s, %5$L, true);
-    IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
-    RETURN NEW;
-END
-$body$, token_column,
-        CASE WHEN sequence_column IS NULL THEN 'NULL'
-             ELSE format('rec.%I', sequence_column) END,
-        resource_column, lock_expr, policy);
-    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS %L', fn, body);
-    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fn, json_build_object(
+    EXECUTE format('CREATE TRIGGER fencing_guard_a BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW '
+                   'EXECUTE FUNCTION fencing._guard_row(%L, %L, %L, %L, %L)', tbl, resource_column, token_column,
+                   coalesce(lock_column, ''), coalesce(sequence_column, ''), policy);
+    EXECUTE format('COMMENT ON TRIGGER fencing_guard_a ON %s IS %L', tbl, json_build_object(
         'resource_column', resource_column, 'token_column', token_column, 'lock_column', lock_column,
         'sequence_column', sequence_column, 'policy', policy)::text);
-    EXECUTE format('CREATE TRIGGER fencing_guard_a BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION fencing._mark_token_set(%L)',
-                   tbl, token_column);
-    EXECUTE format('CREATE TRIGGER fencing_guard_b BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s()', tbl, fn);
-    EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing._refuse_truncate()', tbl);
+    EXECUTE format('CREATE TRIGGER fencing_guard_b BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW '
+                   'EXECUTE FUNCTION fencing._raise_refusal()', tbl);
+    EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION fencing._refuse_truncate()', tbl);
 END
 $protect$;
 
 -- Takes a table out from under the fence (its fences stay in fencing.fences).
 CREATE FUNCTION fencing.unprotect(tbl regclass, if_protected boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    fn text;
 BEGIN
-    SELECT t.tgfoid::regprocedure::text INTO fn FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'fencing_guard_b';
-    IF fn IS NULL THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'fencing_guard_a') THEN
         IF if_protected THEN RETURN; END IF;
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('fencing: %s is not protected', tbl);
     END IF;
     EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_a ON %s', tbl);
     EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_b ON %s', tbl);
     EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_truncate ON %s', tbl);
-    EXECUTE format('DROP FUNCTION IF EXISTS %s', fn);
 END
 $$;

@@ -1,27 +1,24 @@
-//! The SQL-callable functions written in Rust.
+//! The SQL-callable functions written in Rust (the row trigger is in `trigger.rs`).
 //!
-//! - `fencing._decide(..)`: the component's decision on plain SQL values. It
-//!   never raises for a refusal or a guard failure; it returns them, and the
-//!   PL/pgSQL callers raise them with the fencing SQLSTATEs.
-//! - `fencing._written_here(xmin)`: whether a row version was written by the
-//!   current transaction (or one of its live subtransactions).
-//! - `fencing._mark_token_set()` and `fencing._statement_sets_token()`: the
-//!   two halves of "does this UPDATE set the token column", which PL/pgSQL
-//!   cannot ask (see `sql/fencing.sql`, `fencing.protect`).
+//! - `fencing._decide(..)`: the component's decision on plain SQL values; it
+//!   returns refusals and guard failures, and `fencing.admit` (PL/pgSQL)
+//!   raises the failures with their SQLSTATE.
+//! - `fencing._try_write(..)`: one write against a resource's fence
+//!   (`write.rs`); `fencing.try_write` and `fencing.check` wrap it.
+//! - `fencing.guard_info()`, `fencing.guard_stats()`.
 
-use crate::guard;
-use fencing_runtime::{Admission, Fence, Guard, Policy, Rejection, Sequencer, code};
+use crate::{guard, write};
+use fencing_runtime::{Admission, Fence, Policy, Rejection, Sequencer, code};
 use pgrx::prelude::*;
-use std::cell::Cell;
 
-/// Why an argument cannot be used; raised as a PostgreSQL error with a standard SQLSTATE.
-fn bad_argument(code: PgSqlErrorCode, message: String) -> ! {
+/// Raises a PostgreSQL error with a standard SQLSTATE.
+pub fn bad_argument(code: PgSqlErrorCode, message: String) -> ! {
     ereport!(ERROR, code, message);
 }
 
 /// A token or sequence from SQL: `bigint` holds 0..=2^63-1 of the contract's
 /// u64; a negative value is refused, never reinterpreted.
-fn unsigned(name: &str, value: i64) -> u64 {
+pub fn unsigned(name: &str, value: i64) -> u64 {
     u64::try_from(value).unwrap_or_else(|_| {
         bad_argument(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
@@ -35,6 +32,25 @@ fn unsigned(name: &str, value: i64) -> u64 {
 
 fn required<T>(name: &str, value: Option<T>) -> T {
     value.unwrap_or_else(|| bad_argument(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{name} is NULL")))
+}
+
+/// A policy by its contract name.
+pub fn policy(name: &str) -> Policy {
+    name.parse().unwrap_or_else(|e| {
+        bad_argument(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("policy `{name}`: {e}"))
+    })
+}
+
+/// A resource or lock name: 1 to 1024 bytes.
+pub fn name<'a>(what: &str, value: Option<&'a str>) -> &'a str {
+    let value = required(what, value);
+    if value.is_empty() || value.len() > write::MAX_NAME {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{what} must be 1 to {} bytes, got {}", write::MAX_NAME, value.len()),
+        );
+    }
+    value
 }
 
 /// Never above `i64::MAX`: every value came in as a non-negative bigint.
@@ -62,30 +78,20 @@ fn decide(
     let lock = required("lock", lock);
     let token = unsigned("token", required("token", token));
     let sequence = sequence.map(|s| unsigned("sequence", s));
-    let policy: Policy = required("policy", policy).parse().unwrap_or_else(|e| {
-        bad_argument(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("policy `{}`: {e}", policy.unwrap_or("")))
-    });
+    let policy = self::policy(required("policy", policy));
     let current = current_lock.map(|l| Fence {
         lock: l.to_owned(),
         high_water: unsigned("current_high_water", required("current_high_water", current_high_water)),
         sequence: current_sequence.map(|s| unsigned("current_sequence", s)),
     });
     let presented = Sequencer { lock: lock.to_owned(), token, sequence };
-    let decided = guard::with_guard(|g| {
-        let started = std::time::Instant::now();
-        let decided = g.admit(current.as_ref(), &presented, policy);
-        let nanos = started.elapsed().as_nanos() as u64;
-        STATS.with(|s| s.set((s.get().0 + 1, s.get().1 + nanos)));
-        decided
-    });
-    let row = match decided {
-        Err(unavailable) => (code::INVALID_TOKEN, None, None, Some(format!("guard_unavailable: {unavailable}"))),
-        Ok(Err(failure)) => (code::INVALID_TOKEN, None, None, Some(format!("{}: {failure}", failure.reason()))),
-        Ok(Ok(Ok(Admission { high_water, sequence, new_term }))) => {
+    let row = match guard::decide(current.as_ref(), &presented, policy) {
+        Err(failure) => (code::INVALID_TOKEN, None, None, Some(failure)),
+        Ok(Ok(Admission { high_water, sequence, new_term })) => {
             let c = if new_term { code::ADMITTED_NEW_TERM } else { code::ADMITTED };
             (c, Some(signed(high_water)), sequence.map(signed), None)
         }
-        Ok(Ok(Err(rejection))) => {
+        Ok(Err(rejection)) => {
             let c = match rejection {
                 Rejection::InvalidToken => code::INVALID_TOKEN,
                 Rejection::WrongLock => code::WRONG_LOCK,
@@ -102,16 +108,55 @@ fn decide(
     TableIterator::once((i32::from(c), high_water, sequence, failure))
 }
 
-thread_local! {
-    /// Component calls made by this backend, and the nanoseconds spent in them.
-    static STATS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+/// One write against `resource`'s fence in the calling transaction: admitted
+/// (the fence is raised) or refused (nothing changed), with the evidence.
+#[allow(clippy::type_complexity)]
+#[pg_extern(name = "_try_write", parallel_unsafe)]
+fn try_write(
+    resource: Option<&str>,
+    lock: Option<&str>,
+    token: Option<i64>,
+    sequence: Option<i64>,
+    policy: Option<&str>,
+) -> TableIterator<
+    'static,
+    (
+        name!(admitted, bool),
+        name!(reason, Option<String>),
+        name!(high_water, Option<i64>),
+        name!(last_sequence, Option<i64>),
+        name!(new_term, bool),
+        name!(fence_lock, Option<String>),
+        name!(failure, Option<String>),
+    ),
+> {
+    let presented = write::Presented {
+        resource: name("resource", resource),
+        lock: name("lock", lock),
+        token: signed(unsigned("token", required("token", token))),
+        sequence: sequence.map(|s| signed(unsigned("sequence", s))),
+        policy: self::policy(required("policy", policy)),
+    };
+    TableIterator::once(match write::write(&presented) {
+        write::Outcome::Admitted { high_water, sequence, new_term } => {
+            (true, None, Some(high_water), sequence, new_term, Some(presented.lock.to_owned()), None)
+        }
+        write::Outcome::Refused { reason, fence } => {
+            let (lock, hw, seq) = fence.map(|f| (Some(f.lock), Some(f.high_water), f.sequence)).unwrap_or_default();
+            (false, Some(reason.to_owned()), hw, seq, false, lock, None)
+        }
+        write::Outcome::Failed { failure, fence } => {
+            let (lock, hw, seq) = fence.map(|f| (Some(f.lock), Some(f.high_water), f.sequence)).unwrap_or_default();
+            (false, Some("guard_failure".to_owned()), hw, seq, false, lock, Some(failure))
+        }
+    })
 }
 
 /// This backend's component calls and the time spent inside them (for the
 /// component's share of a write), since the backend started.
 #[pg_extern(name = "guard_stats", parallel_unsafe)]
 fn guard_stats() -> TableIterator<'static, (name!(calls, i64), name!(nanos, i64))> {
-    let (calls, nanos) = STATS.with(Cell::get);
+    let (calls, nanos) = guard::stats();
     TableIterator::once((calls as i64, nanos as i64))
 }
 
@@ -123,52 +168,4 @@ fn guard_info() -> pgrx::JsonB {
         Ok(info) => pgrx::JsonB(info),
         Err(why) => pgrx::JsonB(serde_json::json!({ "error": why })),
     }
-}
-
-/// Whether the row version with this `xmin` was written by the current
-/// transaction or one of its live subtransactions.
-#[pg_extern(name = "_written_here", parallel_unsafe)]
-fn written_here(xmin: i64) -> bool {
-    let Ok(xid) = u32::try_from(xmin) else { return false };
-    // SAFETY: a plain query of the backend's own transaction state.
-    unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid.into()) }
-}
-
-thread_local! {
-    /// Left by the `fencing_guard_a` trigger for the `fencing_guard_b` trigger
-    /// of the same row: whether the UPDATE's SET list names the token column.
-    static TOKEN_SET: Cell<bool> = const { Cell::new(false) };
-}
-
-/// `BEFORE UPDATE FOR EACH ROW`, argument: the token column. Records whether
-/// the statement's SET list names it (even when the value is unchanged),
-/// which PL/pgSQL cannot ask. Triggers of one row fire in name order, so
-/// `fencing_guard_a` runs right before `fencing_guard_b` for every updated
-/// row and the mark it leaves is always the current row's.
-#[pg_trigger]
-fn _mark_token_set<'a>(
-    trigger: &'a pgrx::PgTrigger<'a>,
-) -> Result<Option<PgHeapTuple<'a, impl WhoAllocated>>, pgrx::PgTriggerError> {
-    let data = trigger.trigger_data();
-    let column = trigger.extra_args()?.into_iter().next().unwrap_or_default();
-    let column = std::ffi::CString::new(column).unwrap_or_default();
-    // SAFETY: the relation and the updated-columns set belong to the firing
-    // trigger and live for the duration of this call.
-    let set = unsafe {
-        let relid = (*data.tg_relation).rd_id;
-        let attnum = pg_sys::get_attnum(relid, column.as_ptr());
-        attnum > 0
-            && pg_sys::bms_is_member(
-                i32::from(attnum) - pg_sys::FirstLowInvalidHeapAttributeNumber,
-                data.tg_updatedcols,
-            )
-    };
-    TOKEN_SET.with(|m| m.set(set));
-    Ok(trigger.new())
-}
-
-/// Whether the UPDATE of the current row sets the token column; consumes the mark.
-#[pg_extern(name = "_statement_sets_token", parallel_unsafe)]
-fn statement_sets_token() -> bool {
-    TOKEN_SET.with(|m| m.replace(false))
 }

@@ -16,8 +16,8 @@
 //! epoch ticker, which blocks every signal and never calls into PostgreSQL.
 
 use crate::settings;
-use fencing_runtime::{EngineOptions, Plugin, WasmGuard, WasmLimits};
-use std::cell::RefCell;
+use fencing_runtime::{Decision, EngineOptions, Fence, Guard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits};
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 
 /// What a guard was built from.
@@ -36,6 +36,30 @@ struct Built {
 thread_local! {
     /// PostgreSQL runs a backend's SQL on one thread; this is that thread's guard.
     static GUARD: RefCell<Option<Built>> = const { RefCell::new(None) };
+    /// Component calls made by this backend, and the nanoseconds spent in them.
+    static STATS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// The component's decision, or why there is none (`reason: message`, with
+/// the reasons of `GuardFailure::reason` and `guard_unavailable`).
+pub fn decide(current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, String> {
+    let decided = with_guard(|g| {
+        let started = std::time::Instant::now();
+        let decided = g.admit(current, presented, policy);
+        let nanos = started.elapsed().as_nanos() as u64;
+        STATS.with(|s| s.set((s.get().0 + 1, s.get().1 + nanos)));
+        decided
+    });
+    match decided {
+        Err(unavailable) => Err(format!("guard_unavailable: {unavailable}")),
+        Ok(Err(failure)) => Err(format!("{}: {failure}", failure.reason())),
+        Ok(Ok(decision)) => Ok(decision),
+    }
+}
+
+/// This backend's component calls and the nanoseconds spent inside them.
+pub fn stats() -> (u64, u64) {
+    STATS.with(Cell::get)
 }
 
 /// Runs `f` with the backend's guard for the current settings, or returns

@@ -9,10 +9,9 @@
 //! statement with its own SQLSTATE (class `FN`). `docs/postgres.md` is the
 //! user's guide; `sql/fencing.sql` is the SQL surface.
 //!
-//! What lives in Rust is only what SQL cannot do: calling the component and
-//! asking the backend about its own transaction. Everything that raises a
-//! fencing SQLSTATE is PL/pgSQL, because PostgreSQL errors raised from Rust
-//! can carry only the SQLSTATEs PostgreSQL itself defines.
+//! The write path is Rust (it runs for every protected row); everything that
+//! raises a fencing SQLSTATE is PL/pgSQL, because PostgreSQL errors raised
+//! from Rust can carry only the SQLSTATEs PostgreSQL itself defines.
 //!
 //! # Layout
 //! - `settings.rs`: the `fencing.*` settings (the plugin path and cache
@@ -20,18 +19,25 @@
 //! - `guard.rs`: the backend's guard: built on first use, rebuilt when
 //!   `fencing.plugin_path` changes, with the engine options a database
 //!   backend needs (no signal handlers, no compile threads).
-//! - `functions.rs`: the SQL-callable functions written in Rust
-//!   (`fencing._decide`, `fencing.guard_info`, `fencing.guard_stats`, and the
-//!   questions the triggers ask about their statement and transaction).
-//! - `sql/fencing.sql`: tables, the write path (`fencing.try_write`,
-//!   `fencing.check`), `fencing.admit`, `fencing.protect`/`unprotect`, the
-//!   operator's reset and its record.
+//! - `write.rs`: one write against its resource's fence (lock the fence row,
+//!   recognise the same write, decide, raise the fence), the one
+//!   implementation behind the trigger and `fencing.try_write`.
+//! - `trigger.rs`: the row trigger: what a row presents, and the refusal it
+//!   leaves for the PL/pgSQL trigger that raises it.
+//! - `functions.rs`: the other SQL-callable functions written in Rust
+//!   (`fencing._decide`, `fencing._try_write`, `fencing.guard_info`,
+//!   `fencing.guard_stats`).
+//! - `sql/fencing.sql`: tables, `fencing.admit`, `fencing.try_write` and
+//!   `fencing.check`, the refusal SQLSTATEs, `fencing.protect`/`unprotect`,
+//!   the operator's reset and its record.
 
 use pgrx::prelude::*;
 
 mod functions;
 mod guard;
 mod settings;
+mod trigger;
+mod write;
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -70,3 +70,8 @@ pub fn define() {
 pub fn get(setting: &GucSetting<Option<CString>>) -> Option<String> {
     setting.get().map(|s| s.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
 }
+
+/// `fencing.token`, `fencing.lock` and `fencing.sequence`, as set (or `None`).
+pub fn presented() -> (Option<String>, Option<String>, Option<String>) {
+    (get(&TOKEN), get(&LOCK), get(&SEQUENCE))
+}

@@ -1,7 +1,9 @@
 //! The bounds on every call into a component, and how a broken call is named.
 //!
 //! Time: an epoch deadline, advanced by one ticker thread per guard every
-//! millisecond. Memory: a store limiter refuses growth past the limit.
+//! tick: a tenth of the deadline, between 1 and 10 ms (so a deadline is
+//! enforced to within about 10%, and a host with many guards, such as a
+//! database with one per backend, is not woken a thousand times a second per guard). Memory: a store limiter refuses growth past the limit.
 //! Stack: the engine's maximum wasm stack. A call that crosses any bound
 //! traps; [`classify`] turns the trap into the [`GuardFailure`] the caller sees.
 //!
@@ -24,7 +26,7 @@ use wasmtime::{Config, Engine, Store, Trap};
 pub struct WasmLimits {
     /// Linear memory an instance may grow to.
     pub memory_bytes: usize,
-    /// Wall-clock budget of one call (rounded up to whole milliseconds).
+    /// Wall-clock budget of one call (rounded up to whole ticks; see the module docs).
     pub deadline: Duration,
     /// Maximum wasm stack.
     pub max_stack: usize,
@@ -38,9 +40,14 @@ impl Default for WasmLimits {
 }
 
 impl WasmLimits {
-    /// The deadline in epoch ticks (one per millisecond, at least one).
+    /// How often the epoch advances: a tenth of the deadline, within 1..=10 ms.
+    pub(crate) fn tick(&self) -> Duration {
+        (self.deadline / 10).clamp(Duration::from_millis(1), Duration::from_millis(10))
+    }
+
+    /// The deadline in epoch ticks, rounded up, at least one.
     pub(crate) fn ticks(&self) -> u64 {
-        self.deadline.as_millis().max(1) as u64
+        self.deadline.as_nanos().div_ceil(self.tick().as_nanos()).max(1) as u64
     }
 
     /// A store for one worker, bounded by these limits.
@@ -95,17 +102,17 @@ pub(crate) fn engine(limits: &WasmLimits, options: EngineOptions) -> Result<Engi
     Engine::new(&config).map_err(|e| PluginError::Invalid(format!("engine: {e:#}")))
 }
 
-/// Advances `engine`'s epoch every millisecond until `stop` is set. The
+/// Advances `engine`'s epoch every `tick` until `stop` is set. The
 /// thread starts with every signal blocked (the mask is inherited from the
 /// spawning thread, blocked only around the spawn), so it never runs a
 /// signal handler of the host.
-pub(crate) fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+pub(crate) fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) {
     let _blocked = SignalsBlocked::new();
     std::thread::Builder::new()
         .name("guard-epoch".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(tick);
                 engine.increment_epoch();
             }
         })

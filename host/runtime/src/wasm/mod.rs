@@ -7,7 +7,7 @@
 //! the common case touches no lock; other idle workers wait in a shared pool.
 //!
 //! Every call is bounded: an epoch deadline (a ticker thread advances the
-//! epoch every millisecond), a memory limit enforced by a store limiter, and
+//! epoch every tick, `limits.rs`), a memory limit enforced by a store limiter, and
 //! a small wasm stack. A call that traps, times out or runs out of memory
 //! returns a [`GuardFailure`] and its worker is dropped, never reused: the
 //! next call instantiates a fresh one. The guard holds no state of its own,
@@ -135,7 +135,7 @@ impl WasmGuard {
         let prefer_direct = path == CallPath::Direct;
         let loaded = Arc::new(prepare(&engine, plugin, 1, prefer_direct)?);
         let stop_ticker = Arc::new(AtomicBool::new(false));
-        spawn_ticker(engine.clone(), stop_ticker.clone());
+        spawn_ticker(engine.clone(), limits.tick(), stop_ticker.clone());
         let guard = WasmGuard {
             engine,
             limits,

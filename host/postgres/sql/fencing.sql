@@ -295,8 +295,10 @@ BEGIN
     EXECUTE format('COMMENT ON TRIGGER fencing_guard_a ON %s IS %L', tbl, json_build_object(
         'resource_column', resource_column, 'token_column', token_column, 'lock_column', lock_column,
         'sequence_column', sequence_column, 'policy', policy)::text);
+    -- Its WHEN is evaluated after fencing_guard_a ran for the row, so the
+    -- PL/pgSQL function runs only for a refused row.
     EXECUTE format('CREATE TRIGGER fencing_guard_b BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW '
-                   'EXECUTE FUNCTION fencing._raise_refusal()', tbl);
+                   'WHEN (fencing._refusal_pending()) EXECUTE FUNCTION fencing._raise_refusal()', tbl);
     EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
                    'EXECUTE FUNCTION fencing._refuse_truncate()', tbl);
 END

@@ -4,8 +4,9 @@
 //! ROW`, arguments: resource, token, lock and sequence columns, policy) finds
 //! what the row presents, runs the write against its resource's fence
 //! (`write.rs`) and, on a refusal, leaves it pending. `fencing_guard_b`
-//! (PL/pgSQL, `sql/fencing.sql`) fires right after it for the same row (row
-//! triggers fire in name order) and raises the pending refusal with its
+//! (PL/pgSQL, `sql/fencing.sql`) comes right after it for the same row (row
+//! triggers fire in name order); its `WHEN (fencing._refusal_pending())` lets
+//! it run only when a refusal is pending, and it raises that refusal with its
 //! SQLSTATE: errors raised from Rust can carry only PostgreSQL's own
 //! SQLSTATEs. Every `a` starts by clearing what an earlier row left, so a
 //! `b` only ever sees its own row's refusal.

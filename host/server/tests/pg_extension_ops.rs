@@ -10,7 +10,7 @@ mod pg_extension_support;
 mod storage_support;
 
 use fencing_host::client::storage::{StorageClient, Write};
-use fencing_host::storage::{Engine, Mutation, PgGuard, PostgresEngine, StorageError};
+use fencing_host::storage::{Engine, Mutation, PgGuard, PostgresEngine, StorageError, WriteOutcome};
 use fencing_runtime::Policy;
 use pg_extension_support::{connect, fails, guard_info, sqlstate, with_extension};
 use rand::{Rng, SeedableRng};
@@ -209,8 +209,17 @@ async fn compiled_plugins_are_cached_for_later_backends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_with_the_extension_deciding_shares_one_fence_with_sql_clients() {
     let pg = with_extension().await;
+    // Fences the server kept while deciding itself carry over to the extension, and back.
+    let host_guard = || PgGuard::Host(Arc::new(fencing_runtime::NativeGuard));
+    let host = PostgresEngine::connect(&pg.url, host_guard(), Policy::NonDecreasing).await.unwrap();
+    let put = |t| storage_support::req("switch", t, "/f", Mutation::Put, b"x");
+    assert!(matches!(host.write(put(50)).await.unwrap(), WriteOutcome::Admitted { .. }));
     let engine: Arc<dyn Engine> =
         Arc::new(PostgresEngine::connect(&pg.url, PgGuard::Extension, Policy::NonDecreasing).await.unwrap());
+    assert!(matches!(engine.write(put(40)).await.unwrap(), WriteOutcome::Rejected { .. }), "host fence lost");
+    assert!(matches!(engine.write(put(60)).await.unwrap(), WriteOutcome::Admitted { .. }));
+    let host = PostgresEngine::connect(&pg.url, host_guard(), Policy::NonDecreasing).await.unwrap();
+    assert!(matches!(host.write(put(55)).await.unwrap(), WriteOutcome::Rejected { .. }), "extension fence lost");
     storage_support::run_all(engine.clone(), "ext-").await;
     // Tokens the database cannot hold are refused by name, not wrapped.
     let big = storage_support::req("ext-big", u64::MAX, "/f", Mutation::Put, b"x");

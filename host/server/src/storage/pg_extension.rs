@@ -20,15 +20,55 @@ use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
 /// Makes the database ready for extension-decided writes under `policy`.
+///
+/// Fences the server kept while it decided itself (`fencing_resources`)
+/// move into `fencing.fences` first, never lowering one there, so switching
+/// to the extension admits no stale write. A mark above 2^63-1 (stored
+/// bit-for-bit, so negative in SQL) cannot be held by the extension: set-up
+/// stops with its resource named.
 pub(super) fn setup_sql(policy: Policy) -> String {
     format!(
         "CREATE EXTENSION IF NOT EXISTS fencing;
+         DO $$ DECLARE r text; BEGIN
+             SELECT resource_id INTO r FROM fencing_resources
+             WHERE lock_id IS NOT NULL AND last_fencing_token < 0 LIMIT 1;
+             IF r IS NOT NULL THEN
+                 RAISE EXCEPTION 'resource % has a high-water mark above 2^63-1, which the fencing extension cannot \
+                                  hold; keep serving it with --pg-guard host', r;
+             END IF;
+             -- Only when there is something to carry over: writing fencing.fences needs its owner's rights.
+             IF EXISTS (SELECT 1 FROM fencing_resources WHERE lock_id IS NOT NULL) THEN
+                 INSERT INTO fencing.fences (resource, lock, high_water, sequence)
+                     SELECT resource_id, lock_id, last_fencing_token, last_sequence FROM fencing_resources
+                     WHERE lock_id IS NOT NULL AND last_fencing_token > 0
+                 ON CONFLICT (resource) DO UPDATE
+                     SET lock = EXCLUDED.lock, high_water = EXCLUDED.high_water, sequence = EXCLUDED.sequence
+                     WHERE fencing.fences.high_water < EXCLUDED.high_water;
+             END IF;
+         END $$;
          ALTER TABLE fencing_objects ADD COLUMN IF NOT EXISTS lock_id TEXT,
              ADD COLUMN IF NOT EXISTS fencing_token BIGINT, ADD COLUMN IF NOT EXISTS sequence BIGINT;
          SELECT fencing.protect('fencing_objects', 'resource_id', 'fencing_token', 'lock_id', 'sequence', '{}');",
         policy.name()
     )
 }
+
+/// For `--pg-guard host` on a database where the extension decided before:
+/// its fences (including those raised by direct SQL writers) move into
+/// `fencing_resources`, never lowering one there.
+pub(super) const ADOPT_EXTENSION_FENCES: &str = "
+DO $$ BEGIN
+    IF pg_catalog.to_regclass('fencing.fences') IS NOT NULL THEN
+        INSERT INTO fencing_resources (resource_id, lock_id, last_fencing_token, last_sequence)
+            SELECT resource, lock, high_water, sequence FROM fencing.fences
+        ON CONFLICT (resource_id) DO UPDATE
+            SET lock_id = EXCLUDED.lock_id, last_fencing_token = EXCLUDED.last_fencing_token,
+                last_sequence = EXCLUDED.last_sequence
+            WHERE fencing_resources.lock_id IS NULL
+               OR (fencing_resources.last_fencing_token >= 0
+                   AND fencing_resources.last_fencing_token < EXCLUDED.last_fencing_token);
+    END IF;
+END $$;";
 
 /// What an error during set-up means for the operator.
 pub(super) fn setup_error(e: tokio_postgres::Error) -> StorageError {

@@ -21,6 +21,7 @@
 //! `fencing_resources`) and protects `fencing_objects`, so direct SQL writers
 //! are fenced too (`pg_extension.rs`). Each object row records the lock,
 //! token and sequence of the write that last changed it, in either mode.
+//! Switching modes on one database carries the fences over, never lowering one.
 
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome, pg_extension};
 use fencing_runtime::{Fence, Guard, Policy};
@@ -90,9 +91,14 @@ impl PostgresEngine {
             pool.push(Mutex::new(client));
         }
         pool[0].lock().await.batch_execute(SCHEMA).await.map_err(pg)?;
-        if let PgGuard::Extension = guard {
-            let setup = pg_extension::setup_sql(policy);
-            pool[0].lock().await.batch_execute(&setup).await.map_err(pg_extension::setup_error)?;
+        match guard {
+            PgGuard::Extension => {
+                let setup = pg_extension::setup_sql(policy);
+                pool[0].lock().await.batch_execute(&setup).await.map_err(pg_extension::setup_error)?;
+            }
+            PgGuard::Host(_) => {
+                pool[0].lock().await.batch_execute(pg_extension::ADOPT_EXTENSION_FENCES).await.map_err(pg)?;
+            }
         }
         Ok(PostgresEngine { pool, next: AtomicUsize::new(0), guard, policy })
     }

@@ -4,10 +4,11 @@
 -- * A fence row exists only once a write to its resource was admitted; its
 --   high-water mark only rises (except through fencing.reset_fence, which
 --   leaves a row in fencing.resets).
--- * A write is decided with its resource's fence row locked (FOR UPDATE), and
---   the fence is raised in the writing transaction: the write and its fence
---   commit or roll back together. Writers of one resource serialize on that
---   row; writers of different resources never wait for each other.
+-- * A write is decided with its resource's fence row locked (the fence
+--   UPDATE's WHERE asks the component, src/write.rs), and the fence is raised
+--   in the writing transaction: the write and its fence commit or roll back
+--   together. Writers of one resource serialize on that row; writers of
+--   different resources never wait for each other.
 -- * One write is one transaction's writes to one resource under one lock,
 --   token and sequence: once admitted, the same transaction presenting the
 --   same values again (a second row, or the INSERT and UPDATE halves of an
@@ -18,9 +19,10 @@
 --   FN005 sequence_regressed, FN010 guard failure (the component trapped,
 --   timed out, ran out of memory or could not be loaded).
 --
--- Functions on the write path name every object with its schema and use only
--- pg_catalog operators (searched first when search_path does not list it), so
--- they need no SET search_path clause, which would cost every write a GUC save.
+-- The PL/pgSQL functions a write may call (fencing.check, try_write, the
+-- refusal trigger) name every object with its schema and use only pg_catalog
+-- operators (searched first when search_path does not list it), so they need
+-- no SET search_path clause, which would cost each call a GUC save.
 
 -- Every role that writes a protected table runs its trigger, which calls into this schema.
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;

@@ -64,14 +64,6 @@ BEGIN
 END
 $roles$;
 
--- The reason name of a verdict code (NULL for the two admitting codes).
-CREATE FUNCTION fencing._reason(code integer) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE code
-        WHEN 2 THEN 'invalid_token' WHEN 3 THEN 'wrong_lock' WHEN 4 THEN 'stale_token'
-        WHEN 5 THEN 'token_reused' WHEN 6 THEN 'sequence_regressed' END
-$$;
-
 -- The component's decision on plain values. `current_lock` NULL: the
 -- resource has no fence yet. On admission high_water/last_sequence are the
 -- new fence; on refusal, the fence the write was compared with.
@@ -89,11 +81,11 @@ BEGIN
             MESSAGE = format('fencing: the guard could not decide (%s)', d.failure),
             DETAIL = json_build_object('reason', 'guard_failure', 'failure', d.failure, 'presented', token)::text;
     END IF;
-    admitted := d.code <= 1;
-    reason := fencing._reason(d.code);
+    admitted := d.admitted;
+    reason := d.reason;
     high_water := d.high_water;
-    last_sequence := d.sequence;
-    new_term := d.code = 1;
+    last_sequence := d.last_sequence;
+    new_term := d.new_term;
 END
 $$;
 
@@ -106,31 +98,34 @@ DECLARE
     evidence text := json_build_object('reason', CASE reason WHEN 'no_token' THEN 'invalid_token' ELSE reason END,
         'resource', resource, 'lock', lock, 'presented', token, 'sequence', sequence, 'fence_lock', fence_lock,
         'high_water', high_water, 'last_sequence', last_sequence, 'failure', failure)::text;
+    state text;
+    message text;
 BEGIN
     CASE reason
     WHEN 'stale_token' THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN001', DETAIL = evidence,
-            MESSAGE = format('fencing: stale token %s for %s: a newer token (%s) has written it', token, resource, high_water);
+        state := 'FN001';
+        message := format('fencing: stale token %s for %s: a newer token (%s) has written it', token, resource, high_water);
     WHEN 'token_reused' THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN002', DETAIL = evidence,
-            MESSAGE = format('fencing: token %s for %s was already used (strictly-increasing policy)', token, resource);
+        state := 'FN002';
+        message := format('fencing: token %s for %s was already used (strictly-increasing policy)', token, resource);
     WHEN 'wrong_lock' THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN003', DETAIL = evidence,
-            MESSAGE = format('fencing: %s is bound to lock %s, not %s', resource, fence_lock, lock);
+        state := 'FN003';
+        message := format('fencing: %s is bound to lock %s, not %s', resource, fence_lock, lock);
     WHEN 'invalid_token' THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN004', DETAIL = evidence,
-            MESSAGE = format('fencing: token %s for %s is invalid (tokens start at 1)', token, resource);
+        state := 'FN004';
+        message := format('fencing: token %s for %s is invalid (tokens start at 1)', token, resource);
     WHEN 'no_token' THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN004', DETAIL = evidence,
-            MESSAGE = format('fencing: no token presented for %s: set the token column, or SET LOCAL fencing.token', resource);
+        state := 'FN004';
+        message := format('fencing: no token presented for %s: set the token column, or SET LOCAL fencing.token', resource);
     WHEN 'sequence_regressed' THEN
-        RAISE EXCEPTION USING ERRCODE = 'FN005', DETAIL = evidence,
-            MESSAGE = format('fencing: sequence %s under token %s for %s does not advance past %s',
-                             coalesce(sequence::text, 'none'), token, resource, last_sequence);
+        state := 'FN005';
+        message := format('fencing: sequence %s under token %s for %s does not advance past %s',
+                          coalesce(sequence::text, 'none'), token, resource, last_sequence);
     ELSE
-        RAISE EXCEPTION USING ERRCODE = 'FN010', DETAIL = evidence,
-            MESSAGE = format('fencing: the guard could not decide the write to %s (%s); the write is refused', resource, failure);
+        state := 'FN010';
+        message := format('fencing: the guard could not decide the write to %s (%s); the write is refused', resource, failure);
     END CASE;
+    RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message, DETAIL = evidence;
 END
 $$;
 

@@ -8,7 +8,7 @@
 //! - `fencing.guard_info()`, `fencing.guard_stats()`.
 
 use crate::{guard, write};
-use fencing_runtime::{Admission, Fence, Policy, Rejection, Sequencer, code};
+use fencing_runtime::{Admission, Fence, Policy, Sequencer};
 use pgrx::prelude::*;
 
 /// Raises a PostgreSQL error with a standard SQLSTATE.
@@ -54,13 +54,14 @@ pub fn name<'a>(what: &str, value: Option<&'a str>) -> &'a str {
 }
 
 /// Never above `i64::MAX`: every value came in as a non-negative bigint.
-fn signed(v: u64) -> i64 {
+pub fn signed(v: u64) -> i64 {
     i64::try_from(v).expect("a fence value came from a non-negative bigint")
 }
 
-/// A decision as SQL values: the rule's verdict code (`fencing_runtime::code`),
-/// the new fence on admission or the fence it was decided against on a
-/// refusal, and the guard failure when the component could not decide.
+/// A decision as SQL values: whether it admits, the rejection's reason, the
+/// new fence on admission or the fence it was decided against on a refusal,
+/// whether a new term began, and the guard failure when the component could
+/// not decide (then nothing else is set).
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 #[pg_extern(name = "_decide", parallel_safe)]
 fn decide(
@@ -73,7 +74,14 @@ fn decide(
     policy: Option<&str>,
 ) -> TableIterator<
     'static,
-    (name!(code, i32), name!(high_water, Option<i64>), name!(sequence, Option<i64>), name!(failure, Option<String>)),
+    (
+        name!(admitted, bool),
+        name!(reason, Option<&'static str>),
+        name!(high_water, Option<i64>),
+        name!(last_sequence, Option<i64>),
+        name!(new_term, bool),
+        name!(failure, Option<String>),
+    ),
 > {
     let lock = required("lock", lock);
     let token = unsigned("token", required("token", token));
@@ -85,27 +93,18 @@ fn decide(
         sequence: current_sequence.map(|s| unsigned("current_sequence", s)),
     });
     let presented = Sequencer { lock: lock.to_owned(), token, sequence };
-    let row = match guard::decide(current.as_ref(), &presented, policy) {
-        Err(failure) => (code::INVALID_TOKEN, None, None, Some(failure)),
+    TableIterator::once(match guard::decide(current.as_ref(), &presented, policy) {
+        Err(failure) => (false, None, None, None, false, Some(failure)),
         Ok(Ok(Admission { high_water, sequence, new_term })) => {
-            let c = if new_term { code::ADMITTED_NEW_TERM } else { code::ADMITTED };
-            (c, Some(signed(high_water)), sequence.map(signed), None)
+            (true, None, Some(signed(high_water)), sequence.map(signed), new_term, None)
         }
         Ok(Err(rejection)) => {
-            let c = match rejection {
-                Rejection::InvalidToken => code::INVALID_TOKEN,
-                Rejection::WrongLock => code::WRONG_LOCK,
-                Rejection::StaleToken { .. } => code::STALE_TOKEN,
-                Rejection::TokenReused { .. } => code::TOKEN_REUSED,
-                Rejection::SequenceRegressed { .. } => code::SEQUENCE_REGRESSED,
-            };
             // The evidence is the fence the write was decided against.
             let fence = current.as_ref();
-            (c, fence.map(|f| signed(f.high_water)), fence.and_then(|f| f.sequence).map(signed), None)
+            let (hw, last) = (fence.map(|f| signed(f.high_water)), fence.and_then(|f| f.sequence).map(signed));
+            (false, Some(rejection.reason()), hw, last, false, None)
         }
-    };
-    let (c, high_water, sequence, failure) = row;
-    TableIterator::once((i32::from(c), high_water, sequence, failure))
+    })
 }
 
 /// One write against `resource`'s fence in the calling transaction: admitted

@@ -24,8 +24,9 @@
 //! PostgreSQL's own abort handling on an error. Plans are prepared once per
 //! backend and kept.
 
+use crate::functions::signed;
 use crate::guard;
-use fencing_runtime::{Admission, Fence, Policy, Rejection, Sequencer};
+use fencing_runtime::{Admission, Fence, Policy, Sequencer};
 use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient};
 use std::cell::RefCell;
@@ -136,10 +137,6 @@ fn u(v: i64) -> u64 {
     u64::try_from(v).expect("fence values are non-negative")
 }
 
-fn s(v: u64) -> i64 {
-    i64::try_from(v).expect("decided values came from non-negative bigints")
-}
-
 fn fence_of(f: &FenceRow) -> Fence {
     Fence { lock: f.lock.clone(), high_water: u(f.high_water), sequence: f.sequence.map(u) }
 }
@@ -149,9 +146,9 @@ fn decide(fence: Option<FenceRow>, p: &Presented) -> Outcome {
     let presented = Sequencer { lock: p.lock.to_owned(), token: u(p.token), sequence: p.sequence.map(u) };
     match guard::decide(fence.as_ref().map(fence_of).as_ref(), &presented, p.policy) {
         Err(failure) => Outcome::Failed { failure, fence },
-        Ok(Err(rejection)) => Outcome::Refused { reason: reason(&rejection), fence },
+        Ok(Err(rejection)) => Outcome::Refused { reason: rejection.reason(), fence },
         Ok(Ok(Admission { high_water, sequence, new_term })) => {
-            Outcome::Admitted { high_water: s(high_water), sequence: sequence.map(s), new_term }
+            Outcome::Admitted { high_water: signed(high_water), sequence: sequence.map(signed), new_term }
         }
     }
 }
@@ -229,9 +226,4 @@ fn admits(
     let admitted = matches!(outcome, Outcome::Admitted { .. });
     LAST.with(|l| *l.borrow_mut() = Some(Decided::Outcome(outcome)));
     admitted
-}
-
-/// The reason name of a rejection (the vectors' and the HTTP API's vocabulary).
-pub fn reason(r: &Rejection) -> &'static str {
-    r.reason()
 }

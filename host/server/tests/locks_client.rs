@@ -29,7 +29,13 @@ fn server() -> (String, std::sync::mpsc::Sender<()>) {
 }
 
 fn req(lock: &str, client: &str, lease: u64) -> AcquireRequest {
-    AcquireRequest { resource_id: lock.into(), client_id: client.into(), lease_duration_ms: lease, wait_ms: None }
+    AcquireRequest {
+        resource_id: lock.into(),
+        client_id: client.into(),
+        lease_duration_ms: lease,
+        wait_ms: None,
+        lock_token: None,
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! The embedded lock service in process: expiry, FIFO waiting, wrong and
-//! expired lease ids, reentrancy, token modes, and tokens across reopen.
+//! expired lease ids, re-entry by lease id only, token modes, leases and
+//! tokens across reopen, the held-lease cap.
 
 use fencing_host::locks::{
     Acquired, EmbeddedConfig, EmbeddedLocks, LockError, LockMetrics, LockService, TokenMode, ValidAcquire,
@@ -14,7 +15,13 @@ fn service(cfg: EmbeddedConfig) -> EmbeddedLocks {
 }
 
 fn raw(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
-    AcquireRequest { resource_id: lock.into(), client_id: client.into(), lease_duration_ms: lease, wait_ms: wait }
+    AcquireRequest {
+        resource_id: lock.into(),
+        client_id: client.into(),
+        lease_duration_ms: lease,
+        wait_ms: wait,
+        lock_token: None,
+    }
 }
 
 fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> ValidAcquire {
@@ -127,16 +134,72 @@ async fn a_waiter_that_gives_up_leaves_the_queue() {
     assert!(g2.fencing_token > g.fencing_token);
 }
 
+fn reenter(lock: &str, client: &str, lease: u64, lock_token: &str) -> ValidAcquire {
+    ValidAcquire::new(AcquireRequest { lock_token: Some(lock_token.into()), ..raw(lock, client, lease, None) })
+        .expect("a valid re-entry")
+}
+
 #[tokio::test]
-async fn reentrancy_only_when_configured() {
+async fn reentry_needs_the_lease_id_not_the_client_id() {
     let s = service(EmbeddedConfig::default());
-    grant(&s, req("re", "c1", 1000, None)).await;
+    let g = grant(&s, req("re", "c1", 1000, None)).await;
     assert!(matches!(s.acquire(req("re", "c1", 1000, None)).await.unwrap(), Acquired::Refused(_)));
+    // Without --reentrant, presenting a lease id is bad input.
+    let e = s.acquire(reenter("re", "c1", 1000, &g.lock_token)).await.unwrap_err();
+    assert!(matches!(e, LockError::Invalid { field: "lock_token", .. }), "{e:?}");
+
     let s = service(EmbeddedConfig { reentrant: true, ..EmbeddedConfig::default() });
     let g1 = grant(&s, req("re", "c1", 1000, None)).await;
-    let g2 = grant(&s, req("re", "c1", 1000, None)).await;
+    // The holder's client id alone (public in the status answer) is refused.
+    assert_eq!(s.status("re".into()).await.unwrap().client_id.as_deref(), Some("c1"));
+    match s.acquire(req("re", "c1", 60_000, None)).await.unwrap() {
+        Acquired::Refused(r) => assert_eq!(r.reason, HeldReason::Held),
+        other => panic!("re-entered by client id alone: {other:?}"),
+    }
+    // So is someone else's lease id, even with the holder's client id.
+    let other = format!("{:032x}", 7u128);
+    assert!(matches!(s.acquire(reenter("re", "c1", 60_000, &other)).await.unwrap(), Acquired::Refused(_)));
+    // The lease's own id re-enters: same lease and token, the new duration.
+    let g2 = grant(&s, reenter("re", "anyone", 60_000, &g1.lock_token)).await;
     assert_eq!((g1.fencing_token, &g1.lock_token), (g2.fencing_token, &g2.lock_token));
+    assert!(s.status("re".into()).await.unwrap().remaining_ms.unwrap() > 30_000);
     assert!(matches!(s.acquire(req("re", "c2", 1000, None)).await.unwrap(), Acquired::Refused(_)));
+}
+
+#[tokio::test]
+async fn the_held_lease_cap_refuses_one_more_and_frees_with_expiry() {
+    let metrics = Metrics::new();
+    let cfg = EmbeddedConfig { max_held: 3, ..EmbeddedConfig::default() };
+    let s = EmbeddedLocks::open(cfg, LockMetrics::register(&metrics)).unwrap();
+    let a = grant(&s, req("a", "c", 60_000, None)).await;
+    grant(&s, req("b", "c", 60_000, None)).await;
+    grant(&s, req("c", "c", 100, None)).await;
+    let e = s.acquire(req("d", "c", 60_000, None)).await.unwrap_err();
+    assert!(matches!(e, LockError::AtCapacity { limit: 3 }), "{e:?}");
+    assert!(metrics.encode().contains("fencing_locks_capacity_refusals_total 1"));
+    assert!(metrics.encode().contains("fencing_locks_held 3"));
+    // A release makes room; so does an expiry nobody looked at.
+    s.release(lease(&a)).await.unwrap();
+    grant(&s, req("d", "c", 60_000, None)).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    grant(&s, req("e", "c", 60_000, None)).await;
+    assert_eq!(s.held(), 3);
+    assert!(matches!(s.acquire(req("f", "c", 60_000, None)).await, Err(LockError::AtCapacity { .. })));
+}
+
+#[tokio::test]
+async fn many_idle_names_are_forgotten_but_their_tokens_are_not() {
+    let s = service(EmbeddedConfig::default());
+    let first = grant(&s, req("name-0", "c", 1000, None)).await;
+    s.release(lease(&first)).await.unwrap();
+    for i in 1..200_000 {
+        let g = grant(&s, req(&format!("name-{i}"), "c", 1000, None)).await;
+        s.release(lease(&g)).await.unwrap();
+    }
+    assert_eq!(s.held(), 0);
+    // name-0 was dropped from memory long ago; its next token is still above its last.
+    let again = grant(&s, req("name-0", "c", 1000, None)).await;
+    assert!(again.fencing_token > first.fencing_token);
 }
 
 #[tokio::test]
@@ -151,29 +214,70 @@ async fn per_lock_and_global_token_modes() {
     assert_eq!((a, b), (1, 2), "one counter across locks");
 }
 
+/// Opens the service again on `cfg`'s directory once the previous one let go of it.
+async fn reopen(cfg: &EmbeddedConfig) -> EmbeddedLocks {
+    for _ in 0..100 {
+        match EmbeddedLocks::open(cfg.clone(), LockMetrics::register(&Metrics::new())) {
+            Ok(s) => return s,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("the data directory stayed locked");
+}
+
 #[tokio::test]
-async fn reopen_starts_above_the_reserved_ceiling_and_waits_out_old_leases() {
+async fn reopen_restores_held_leases_frees_released_ones_and_keeps_tokens_rising() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = EmbeddedConfig { data_dir: Some(dir.path().into()), reserve_chunk: 8, ..EmbeddedConfig::default() };
     let s = service(cfg.clone());
     let mut last = 0;
     for _ in 0..20 {
-        let g = grant(&s, req("k", "c", 300, None)).await;
+        let g = grant(&s, req("k", "c", 3_600_000, None)).await;
         assert!(g.fencing_token > last);
         last = g.fencing_token;
         s.release(lease(&g)).await.unwrap();
     }
+    let held = grant(&s, req("held", "holder", 60_000, None)).await;
     drop(s);
-    let s = service(cfg);
+    let s = reopen(&cfg).await;
+    // A released one-hour lease left nothing behind: granted at once.
+    let g = grant(&s, req("k", "c", 300, None)).await;
+    assert!(g.fencing_token > last, "{} after {last}", g.fencing_token);
+    // The held lease is still held, refused to others, renewable and releasable by its holder.
+    let status = s.status("held".into()).await.unwrap();
+    assert_eq!((status.held, status.fencing_token), (true, Some(held.fencing_token)));
+    assert!(matches!(s.acquire(req("held", "other", 1000, None)).await.unwrap(), Acquired::Refused(_)));
+    assert_eq!(s.renew(lease(&held)).await.unwrap().fencing_token, held.fencing_token);
+    s.release(lease(&held)).await.unwrap();
+    let next = grant(&s, req("held", "other", 60_000, None)).await;
+    assert!(next.fencing_token > held.fencing_token);
+    s.release(lease(&g)).await.unwrap();
+    drop(s);
+    // Releases and grants after the restart are durable too.
+    let s = reopen(&cfg).await;
+    assert_eq!(s.held(), 1);
+    assert!(!s.status("k".into()).await.unwrap().held);
+    assert_eq!(s.status("held".into()).await.unwrap().fencing_token, Some(next.fencing_token));
+}
+
+#[tokio::test]
+async fn a_directory_without_a_journal_waits_out_old_leases_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = EmbeddedConfig { data_dir: Some(dir.path().into()), ..EmbeddedConfig::default() };
+    let s = service(cfg.clone());
+    grant(&s, req("k", "c", 300, None)).await;
+    drop(s);
+    // As a version without the journal would have left it: a clock and no journal.
+    std::fs::remove_file(dir.path().join(fencing_host::locks::JOURNAL_FILE)).unwrap();
+    let s = reopen(&cfg).await;
     let t0 = Instant::now();
     match s.acquire(req("k", "c", 300, None)).await.unwrap() {
         Acquired::Refused(r) => assert_eq!(r.reason, HeldReason::GracePeriod),
         other => panic!("granted during the grace period: {other:?}"),
     }
-    // wait_ms covers the grace period.
     let g = grant(&s, req("k", "c", 300, Some(1000))).await;
     assert!(t0.elapsed() >= Duration::from_millis(290), "granted after {:?}", t0.elapsed());
-    assert!(g.fencing_token > last, "{} after {last}", g.fencing_token);
+    assert!(g.fencing_token > 1);
 }
 
 #[tokio::test]

@@ -82,7 +82,13 @@ async fn connect(endpoints: &[String]) -> EtcdLocks {
 }
 
 fn raw(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> AcquireRequest {
-    AcquireRequest { resource_id: lock.into(), client_id: client.into(), lease_duration_ms: lease, wait_ms: wait }
+    AcquireRequest {
+        resource_id: lock.into(),
+        client_id: client.into(),
+        lease_duration_ms: lease,
+        wait_ms: wait,
+        lock_token: None,
+    }
 }
 
 fn req(lock: &str, client: &str, lease: u64, wait: Option<u64>) -> ValidAcquire {

@@ -145,6 +145,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             client_id: cfg.id.clone(),
             lease_duration_ms: lease,
             wait_ms: Some(rng.random_range(0..=lease)),
+            lock_token: None,
         };
         let answer = send(http.post(format!("{}/v1/locks/acquire", cfg.locks_url)).json(&body)).await;
         let granted = settle(&mut op, answer).and_then(|b| serde_json::from_value::<AcquireResponse>(b).ok());

@@ -216,6 +216,7 @@ async fn client(
         client_id: name.clone(),
         lease_duration_ms: lease_ms,
         wait_ms: Some(10_000),
+        lock_token: None,
     };
     let grant = match LockClient::new(locks).acquire(&req).await? {
         Acquired::Granted(g) => g,

@@ -53,7 +53,8 @@ pub fn run(args: LockArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let out = match args.command {
             LockCommand::Acquire { resource_id, client_id, lease_ms, wait_ms } => {
-                let req = AcquireRequest { resource_id, client_id, lease_duration_ms: lease_ms, wait_ms };
+                let req =
+                    AcquireRequest { resource_id, client_id, lease_duration_ms: lease_ms, wait_ms, lock_token: None };
                 locks::validate_acquire(&req).map_err(|e| usage(e.to_string()))?;
                 match client.acquire(&req).await.map_err(|e| classify(e, &args.server))? {
                     Acquired::Granted(g) => (serde_json::to_string_pretty(&g)?, ExitCode::SUCCESS),

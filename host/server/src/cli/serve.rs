@@ -222,9 +222,15 @@ pub struct LockArgs {
     /// Embedded backend: one token sequence per lock, or one for all locks.
     #[arg(long, value_enum, default_value_t = TokenMode::PerLock)]
     pub token_mode: TokenMode,
-    /// Re-acquiring a held lock with the same client_id returns the same lease and token.
+    /// Re-entry: an acquisition that presents the held lease's own
+    /// `lock_token` gets the same lease and token back, with the new
+    /// duration. A `client_id` alone never re-enters.
     #[arg(long)]
     pub reentrant: bool,
+    /// Embedded backend: most leases held at once; one more is answered 503
+    /// `too_many_locks` (and counted in `fencing_locks_capacity_refusals_total`).
+    #[arg(long, default_value_t = crate::locks::DEFAULT_MAX_HELD as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_held_locks: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -242,6 +248,7 @@ pub async fn lock_service(args: &LockArgs, data_dir: &Path, metrics: &Metrics) -
                 data_dir: Some(data_dir.to_path_buf()),
                 token_mode: args.token_mode,
                 reentrant: args.reentrant,
+                max_held: usize::try_from(args.max_held_locks).unwrap_or(usize::MAX),
                 ..EmbeddedConfig::default()
             };
             Arc::new(EmbeddedLocks::open(cfg, lock_metrics).context("open the embedded lock service")?)

@@ -6,7 +6,8 @@
 //! Answers: acquire 200 with the grant or 409 `{"lock_acquired":
 //! false, "reason", "remaining_lease_ms"}`; renew/release 200, or 409
 //! `wrong_lease` / 410 `lease_expired` naming `lock_token`; invalid input 400
-//! naming the field; a backend that cannot answer 503.
+//! naming the field; a backend that cannot answer, or a lock table at its
+//! `--max-held-locks` cap (`too_many_locks`), 503.
 
 use super::ApiError;
 use super::body::{ApiJson, decode_json};
@@ -76,6 +77,7 @@ pub fn api_error(e: LockError) -> ApiError {
         LockError::LeaseExpired => {
             ApiError { status: StatusCode::GONE, code: "lease_expired", message: msg, field: Some("lock_token".into()) }
         }
+        LockError::AtCapacity { .. } => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_locks", msg),
         LockError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", msg),
     }
 }

@@ -1,39 +1,48 @@
-//! The embedded lock service: leases in memory, tokens from a durable
-//! generation clock, crash safety by a grace period.
+//! The embedded lock service: leases in memory and in a group-committed
+//! journal, tokens from a durable generation clock.
 //!
 //! Invariants:
 //! - Tokens: each lock's next token is `last + 1`, where a lock seen for the
-//!   first time (or evicted from memory while free) starts from the highest
+//!   first time (or dropped from memory while idle) starts from the highest
 //!   token that could have been issued for it (the previous run's durable
-//!   ceiling, or the highest token of any evicted entry of its shard). Before a
-//!   token is returned it is below the durable ceiling; ranges of
+//!   ceiling, or the highest token of any dropped entry of its shard). Before
+//!   a token is returned it is below the durable ceiling; ranges of
 //!   `reserve_chunk` tokens are reserved ahead of use in the background, so
-//!   the hot path never waits for the disk except when it outruns the reserve.
-//! - Exclusion across crashes: the longest lease ever granted is durable
-//!   before such a lease is granted; after a restart every acquisition is
-//!   refused (or waits) until that long has passed on the monotonic clock, so
-//!   no lease from before the crash can still be running when the first new
-//!   one is granted.
+//!   the hot path never waits for the clock except when it outruns the reserve.
+//! - Exclusion across restarts: a grant is acknowledged only once the
+//!   journal holds it durably, and a release only once the journal holds the
+//!   release. A restart restores every lease the journal holds, with its
+//!   lease id and token, re-armed for its full duration from the restart.
+//!   A holder's own deadline (last renewal + duration, on its clock) ends
+//!   before the restored one (restart + duration), so no lease from before
+//!   the restart can still be running when the lock is next granted. Locks
+//!   the journal does not hold are free at once.
+//! - A data directory with a clock but no journal (written by a version
+//!   without one) gets the old rule once: every acquisition waits out the
+//!   longest lease ever granted.
 //! - Leases expire on `Instant` (monotonic), never on wall time.
 //! - Waiters are served first come, first served: a lock that becomes free is
 //!   granted only to the head of its queue; a waiter that gives up or whose
 //!   caller goes away leaves the queue and hands the turn to the next.
+//! - At most `max_held` leases are held at once; one more is refused with
+//!   [`LockError::AtCapacity`] after expired ones are settled.
+//! - Re-entry (with `reentrant`) needs the lease's own `lock_token`; a
+//!   `client_id` is a label, never a capability.
 
 use super::clock::{ClockError, GenerationClock};
+use super::journal::{Change, Durable, Journal, JournalError, LeaseRecord};
 use super::metrics::LockMetrics;
+use super::table::{Counts, Holder, Shard};
 use super::{Acquired, BoxFuture, LeaseStamp, LockError, LockService, ValidAcquire};
 use crate::wire::locks::{AcquireRequest, Grant, HeldReason, LeaseRef, Refusal, Released, Renewed, Status};
-use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 const SHARDS: usize = 64;
-/// A shard evicts free, idle entries once it holds this many.
-const EVICT_AT: usize = 16_384;
 
 /// Whether tokens count per lock or across all locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -48,70 +57,47 @@ pub enum TokenMode {
 /// Settings of the embedded service.
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
-    /// Where the generation clock lives; `None` keeps it in memory (no crash safety).
+    /// Where the generation clock and the lease journal live; `None` keeps
+    /// both in memory (no crash safety).
     pub data_dir: Option<PathBuf>,
     pub token_mode: TokenMode,
-    /// Re-acquiring a held lock with the same `client_id` returns the same lease and token.
+    /// Re-acquiring a held lock with its lease's `lock_token` returns the same lease and token.
     pub reentrant: bool,
     /// Tokens reserved per durable write of the clock.
     pub reserve_chunk: u64,
+    /// Most leases held at once.
+    pub max_held: usize,
 }
+
+/// Default [`EmbeddedConfig::max_held`].
+pub const DEFAULT_MAX_HELD: usize = 1_000_000;
 
 impl Default for EmbeddedConfig {
     fn default() -> Self {
-        EmbeddedConfig { data_dir: None, token_mode: TokenMode::PerLock, reentrant: false, reserve_chunk: 1 << 20 }
-    }
-}
-
-struct Holder {
-    lease: u128,
-    client_id: String,
-    token: u64,
-    lease_ms: u64,
-    expires: Instant,
-}
-
-struct Entry {
-    holder: Option<Holder>,
-    last_token: u64,
-    /// The most recent lease that expired, to tell "expired" from "wrong" on renew/release.
-    expired_lease: Option<u128>,
-    waiters: VecDeque<(u64, Arc<Notify>)>,
-}
-
-impl Entry {
-    /// Clears an expired holder (counting the expiry); true when the lock is free.
-    fn settle(&mut self, now: Instant, metrics: &LockMetrics) -> bool {
-        match &self.holder {
-            None => true,
-            Some(h) if h.expires <= now => {
-                self.expired_lease = Some(h.lease);
-                self.holder = None;
-                metrics.expiries.inc();
-                true
-            }
-            Some(_) => false,
-        }
-    }
-
-    fn wake_head(&self) {
-        if let Some((_, n)) = self.waiters.front() {
-            n.notify_one();
+        EmbeddedConfig {
+            data_dir: None,
+            token_mode: TokenMode::PerLock,
+            reentrant: false,
+            reserve_chunk: 1 << 20,
+            max_held: DEFAULT_MAX_HELD,
         }
     }
 }
 
-#[derive(Default)]
-struct Shard {
-    map: HashMap<String, Entry>,
-    /// Highest last token among entries evicted from this shard.
-    evicted_max: u64,
+/// Why the service could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Clock(#[from] ClockError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
 }
 
 struct Inner {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     clock: GenerationClock,
+    journal: Option<Journal>,
     /// Durable ceiling (cache of the clock's): every issued token is below it.
     ceiling: AtomicU64,
     /// Durable longest lease (cache of the clock's).
@@ -121,6 +107,9 @@ struct Inner {
     /// Tokens from before this start are all below `base`.
     base: u64,
     reserving: AtomicBool,
+    /// Leases held, in all shards.
+    held: AtomicUsize,
+    /// Only for a data directory without a journal: when its old leases have surely ended.
     grace_until: Instant,
     next_waiter: AtomicU64,
     cfg: EmbeddedConfig,
@@ -134,38 +123,71 @@ pub struct EmbeddedLocks {
 }
 
 impl EmbeddedLocks {
-    /// Opens the service: reads the clock, reserves the first range and starts the grace period.
-    pub fn open(cfg: EmbeddedConfig, metrics: LockMetrics) -> Result<EmbeddedLocks, ClockError> {
+    /// Opens the service: reads the clock, restores the journal's leases and reserves the first range.
+    pub fn open(cfg: EmbeddedConfig, metrics: LockMetrics) -> Result<EmbeddedLocks, OpenError> {
         let (clock, previous) = GenerationClock::open(cfg.data_dir.as_deref())?;
         let base = previous.ceiling;
         let chunk = cfg.reserve_chunk.max(1);
         let durable = clock.advance(base.saturating_add(chunk), previous.max_lease_ms)?;
-        let grace_until = Instant::now() + Duration::from_millis(previous.max_lease_ms);
-        if previous.max_lease_ms > 0 {
-            tracing::info!(
-                grace_ms = previous.max_lease_ms,
-                base,
-                "lock service restarted: waiting out earlier leases"
-            );
-        }
+        let mut grace_until = Instant::now();
+        let (journal, restored) = match &cfg.data_dir {
+            None => (None, Vec::new()),
+            Some(dir) => {
+                if !dir.join(super::journal::JOURNAL_FILE).exists() && previous.max_lease_ms > 0 {
+                    grace_until += Duration::from_millis(previous.max_lease_ms);
+                    tracing::info!(grace_ms = previous.max_lease_ms, "no lease journal: waiting out earlier leases");
+                }
+                let (journal, restored) = Journal::open(dir)?;
+                (Some(journal), restored)
+            }
+        };
         let inner = Inner {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: RandomState::new(),
             clock,
+            journal,
             ceiling: AtomicU64::new(durable.ceiling),
             max_lease_ms: AtomicU64::new(durable.max_lease_ms),
             issued: AtomicU64::new(base),
             base,
             reserving: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
             grace_until,
             next_waiter: AtomicU64::new(0),
             cfg,
             metrics,
         };
+        let now = Instant::now();
+        for r in &restored {
+            let mut shard = inner.shard(&r.name);
+            shard.entry(&r.name, base).last_token = base.max(r.token);
+            let expires = now + Duration::from_millis(r.lease_ms);
+            let holder = Holder {
+                lease: r.lease,
+                client_id: r.client_id.clone(),
+                token: r.token,
+                lease_ms: r.lease_ms,
+                expires,
+            };
+            shard.hold(&r.name, holder);
+            inner.counts().try_add(usize::MAX);
+        }
+        if !restored.is_empty() {
+            tracing::info!(leases = restored.len(), base, "lock service restarted: restored held leases");
+        }
         Ok(EmbeddedLocks { inner: Arc::new(inner) })
     }
 
+    /// Leases held now (expired ones included until settled).
+    pub fn held(&self) -> usize {
+        self.inner.held.load(Ordering::Acquire)
+    }
+
     async fn acquire_inner(&self, req: ValidAcquire) -> Result<Acquired, LockError> {
+        let presented = req.lock_token.as_deref().and_then(super::parse_lease_id);
+        if presented.is_some() && !self.inner.cfg.reentrant {
+            return Err(LockError::invalid("lock_token", "re-entry is not enabled on this server (--reentrant)"));
+        }
         let req = req.into_inner();
         let inner = &self.inner;
         inner.ensure_lease_durable(req.lease_duration_ms)?;
@@ -173,51 +195,56 @@ impl EmbeddedLocks {
         let mut queued: Option<WaiterGuard> = None;
         loop {
             let now = Instant::now();
-            let (wake_at, notify) = {
+            if inner.held.load(Ordering::Acquire) >= inner.cfg.max_held {
+                inner.sweep_all(now);
+            }
+            let step = {
                 let mut shard = inner.shard(&req.resource_id);
-                let (reason, remaining) = if now < inner.grace_until {
-                    (HeldReason::GracePeriod, inner.grace_until - now)
-                } else {
-                    let entry = shard_entry(&mut shard, &req.resource_id, inner);
-                    let free = entry.settle(now, &inner.metrics);
+                let counts = inner.counts();
+                shard.sweep_some(now, &counts);
+                if now >= inner.grace_until {
+                    shard.entry(&req.resource_id, inner.base);
+                    let free = shard.settle(&req.resource_id, now, &counts);
+                    let entry = shard.get_mut(&req.resource_id).expect("entry created above");
                     let my_turn = match &queued {
                         Some(w) => entry.waiters.front().map(|(id, _)| *id) == Some(w.id),
                         None => entry.waiters.is_empty(),
                     };
                     if free && my_turn {
-                        if queued.is_some() {
-                            entry.waiters.pop_front();
-                        }
-                        return inner.grant(entry, &req, now).map(Acquired::Granted);
-                    }
-                    if let Some(h) = &entry.holder
-                        && inner.cfg.reentrant
-                        && h.client_id == req.client_id
+                        let (grant, durable) = inner.grant(&mut shard, &req, queued.is_some(), now)?;
+                        Step::Granted(grant, durable)
+                    } else if let (Some(h), Some(id)) = (&entry.holder, presented)
+                        && h.lease == id
                     {
-                        return inner.regrant(entry, &req, now).map(Acquired::Granted);
+                        let (grant, durable) = inner.regrant(&mut shard, &req, now);
+                        Step::Regranted(grant, durable)
+                    } else {
+                        let remaining = entry.holder.as_ref().map(|h| h.expires - now).unwrap_or_default();
+                        self.wait_or_refuse(&mut shard, &req, &mut queued, HeldReason::Held, remaining, now, deadline)
                     }
-                    let remaining = entry.holder.as_ref().map(|h| h.expires - now).unwrap_or_default();
-                    (HeldReason::Held, remaining)
-                };
-                if now >= deadline {
-                    inner.metrics.contention.inc();
-                    return Ok(Acquired::Refused(Refusal {
-                        resource_id: req.resource_id.clone(),
-                        lock_acquired: false,
-                        reason,
-                        remaining_lease_ms: ceil_ms(remaining),
-                    }));
+                } else {
+                    let remaining = inner.grace_until - now;
+                    self.wait_or_refuse(
+                        &mut shard,
+                        &req,
+                        &mut queued,
+                        HeldReason::GracePeriod,
+                        remaining,
+                        now,
+                        deadline,
+                    )
                 }
-                if queued.is_none() && reason == HeldReason::Held {
-                    let id = inner.next_waiter.fetch_add(1, Ordering::Relaxed);
-                    let notify = Arc::new(Notify::new());
-                    let entry = shard.map.get_mut(&req.resource_id).expect("entry created above");
-                    entry.waiters.push_back((id, notify.clone()));
-                    queued =
-                        Some(WaiterGuard { locks: self.clone(), resource_id: req.resource_id.clone(), id, notify });
+            };
+            let (wake_at, notify) = match step {
+                Step::Granted(grant, durable) => {
+                    drop(queued);
+                    return self.await_grant(grant, durable).await.map(Acquired::Granted);
                 }
-                let notify = queued.as_ref().map(|w| w.notify.clone());
-                ((now + remaining).min(deadline), notify)
+                Step::Regranted(grant, durable) => {
+                    return await_durable(durable).await.map(|()| Acquired::Granted(grant));
+                }
+                Step::Refused(refusal) => return Ok(Acquired::Refused(refusal)),
+                Step::Wait(wake_at, notify) => (wake_at, notify),
             };
             let sleep = tokio::time::sleep_until(wake_at.max(now + Duration::from_millis(1)).into());
             match notify {
@@ -232,42 +259,107 @@ impl EmbeddedLocks {
         }
     }
 
+    /// Refuses `req` once its deadline has passed; otherwise queues it (on a
+    /// held lock) and says until when to wait.
+    #[allow(clippy::too_many_arguments)]
+    fn wait_or_refuse(
+        &self,
+        shard: &mut Shard,
+        req: &AcquireRequest,
+        queued: &mut Option<WaiterGuard>,
+        reason: HeldReason,
+        remaining: Duration,
+        now: Instant,
+        deadline: Instant,
+    ) -> Step {
+        if now >= deadline {
+            self.inner.metrics.contention.inc();
+            shard.note_idle(&req.resource_id);
+            return Step::Refused(Refusal {
+                resource_id: req.resource_id.clone(),
+                lock_acquired: false,
+                reason,
+                remaining_lease_ms: ceil_ms(remaining),
+            });
+        }
+        if queued.is_none() && reason == HeldReason::Held {
+            let id = self.inner.next_waiter.fetch_add(1, Ordering::Relaxed);
+            let notify = Arc::new(Notify::new());
+            let entry = shard.get_mut(&req.resource_id).expect("entry created by the caller");
+            entry.waiters.push_back((id, notify.clone()));
+            *queued = Some(WaiterGuard { locks: self.clone(), resource_id: req.resource_id.clone(), id, notify });
+        }
+        let notify = queued.as_ref().map(|w| w.notify.clone());
+        Step::Wait((now + remaining).min(deadline), notify)
+    }
+
+    /// Answers a grant once the journal holds it; if it cannot, undoes the
+    /// grant (unless the lease already changed) and reports the backend unavailable.
+    async fn await_grant(&self, grant: Grant, durable: Option<Durable>) -> Result<Grant, LockError> {
+        let Err(e) = await_durable(durable).await else { return Ok(grant) };
+        let lease = super::parse_lease_id(&grant.lock_token).expect("the service formatted it");
+        let inner = &self.inner;
+        let mut shard = inner.shard(&grant.resource_id);
+        if shard.get_mut(&grant.resource_id).and_then(|e| e.holder.as_ref()).is_some_and(|h| h.lease == lease) {
+            shard.unhold(&grant.resource_id, &inner.counts());
+            if let Some(j) = &inner.journal {
+                j.append_unacknowledged(Change::Release { name: grant.resource_id.as_str().into(), lease });
+            }
+        }
+        tracing::error!(error = %e, lock = %grant.resource_id, "grant undone: the lease journal could not hold it");
+        Err(e)
+    }
+
     fn renew_inner(&self, lease: LeaseRef) -> Result<Renewed, LockError> {
-        let (token, lease_ms) = self.with_lease(&lease, |entry, now| {
+        let inner = &self.inner;
+        let (token, lease_ms) = self.with_lease(&lease, |shard, name, id, now| {
+            let entry = shard.get_mut(name).expect("with_lease found the entry");
             let h = entry.holder.as_mut().expect("with_lease found the holder");
             h.expires = now + Duration::from_millis(h.lease_ms);
-            self.inner.metrics.renewals.inc();
+            inner.metrics.renewals.inc();
+            if let Some(j) = &inner.journal {
+                j.append_unacknowledged(Change::Renew { name: name.into(), lease: id, lease_ms: h.lease_ms });
+            }
             (h.token, h.lease_ms)
         })?;
         Ok(Renewed { resource_id: lease.resource_id, renewed: true, fencing_token: token, lease_duration_ms: lease_ms })
     }
 
-    fn release_inner(&self, lease: LeaseRef) -> Result<Released, LockError> {
-        let token = self.with_lease(&lease, |entry, _| {
-            let h = entry.holder.take().expect("with_lease found the holder");
-            self.inner.metrics.releases.inc();
-            entry.wake_head();
-            h.token
+    async fn release_inner(&self, lease: LeaseRef) -> Result<Released, LockError> {
+        let inner = &self.inner;
+        let (token, durable) = self.with_lease(&lease, |shard, name, id, _| {
+            let h = shard.unhold(name, &inner.counts()).expect("with_lease found the holder");
+            inner.metrics.releases.inc();
+            let durable = inner.journal.as_ref().map(|j| j.append(Change::Release { name: name.into(), lease: id }));
+            (h.token, durable)
         })?;
+        await_durable(durable).await?;
         Ok(Released { resource_id: lease.resource_id, released: true, fencing_token: token })
     }
 
-    /// Runs `f` on the entry of the lock `lease` names, under its shard lock,
-    /// once expiry is settled and `lease` is known to hold it (`entry.holder`
-    /// is `Some` and its lease is `lease`'s id).
+    /// Runs `f` on the shard of the lock `lease` names, under its mutex, once
+    /// expiry is settled and `lease` is known to hold it (the entry exists
+    /// and its holder's lease is `lease`'s id, passed to `f`).
     ///
     /// Errors: `lease` fails [`super::validate_lease`]; `LeaseExpired` when it is
     /// the lock's most recently expired lease; `WrongLease` when the lock is
     /// unknown or any other lease (or none) holds it.
-    fn with_lease<T>(&self, lease: &LeaseRef, f: impl FnOnce(&mut Entry, Instant) -> T) -> Result<T, LockError> {
+    fn with_lease<T>(
+        &self,
+        lease: &LeaseRef,
+        f: impl FnOnce(&mut Shard, &str, u128, Instant) -> T,
+    ) -> Result<T, LockError> {
         let id = super::validate_lease(lease)?;
         let inner = &self.inner;
         let now = Instant::now();
-        let mut shard = inner.shard(&lease.resource_id);
-        let entry = shard.map.get_mut(&lease.resource_id).ok_or(LockError::WrongLease)?;
-        entry.settle(now, &inner.metrics);
+        let name = lease.resource_id.as_str();
+        let mut shard = inner.shard(name);
+        let counts = inner.counts();
+        shard.sweep_some(now, &counts);
+        shard.settle(name, now, &counts);
+        let entry = shard.get_mut(name).ok_or(LockError::WrongLease)?;
         if entry.holder.as_ref().is_some_and(|h| h.lease == id) {
-            Ok(f(entry, now))
+            Ok(f(&mut shard, name, id, now))
         } else if entry.expired_lease == Some(id) {
             Err(LockError::LeaseExpired)
         } else {
@@ -280,6 +372,7 @@ impl EmbeddedLocks {
         let inner = &self.inner;
         let now = Instant::now();
         let mut shard = inner.shard(&resource_id);
+        shard.settle(&resource_id, now, &inner.counts());
         let mut status = Status {
             resource_id: resource_id.clone(),
             held: false,
@@ -288,8 +381,7 @@ impl EmbeddedLocks {
             remaining_ms: None,
             waiters: 0,
         };
-        if let Some(entry) = shard.map.get_mut(&resource_id) {
-            entry.settle(now, &inner.metrics);
+        if let Some(entry) = shard.get_mut(&resource_id) {
             status.waiters = entry.waiters.len() as u64;
             if let Some(h) = &entry.holder {
                 status.held = true;
@@ -302,13 +394,42 @@ impl EmbeddedLocks {
     }
 }
 
+/// What one pass of the acquisition loop decided, acted on outside the shard's mutex.
+enum Step {
+    Granted(Grant, Option<Durable>),
+    Regranted(Grant, Option<Durable>),
+    Refused(Refusal),
+    Wait(Instant, Option<Arc<Notify>>),
+}
+
+async fn await_durable(durable: Option<Durable>) -> Result<(), LockError> {
+    let Some(durable) = durable else { return Ok(()) };
+    match durable.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(LockError::Unavailable(e.to_string())),
+        Err(_) => Err(LockError::Unavailable(JournalError::Stopped.to_string())),
+    }
+}
+
 impl Inner {
     fn shard(&self, resource_id: &str) -> std::sync::MutexGuard<'_, Shard> {
         let i = (self.hasher.hash_one(resource_id) as usize) % SHARDS;
         self.shards[i].lock().expect("lock shard mutex")
     }
 
-    /// Makes `lease_ms` durable as the longest lease before any such lease is granted.
+    fn counts(&self) -> Counts<'_> {
+        Counts { held: &self.held, metrics: &self.metrics }
+    }
+
+    /// Settles every expired lease in every shard: only when the table is at its cap.
+    fn sweep_all(&self, now: Instant) {
+        for shard in self.shards.iter() {
+            shard.lock().expect("lock shard mutex").sweep(now, usize::MAX, &self.counts());
+        }
+    }
+
+    /// Makes `lease_ms` durable as the longest lease before any such lease is
+    /// granted: what a data directory whose journal is lost falls back on.
     fn ensure_lease_durable(&self, lease_ms: u64) -> Result<(), LockError> {
         if lease_ms <= self.max_lease_ms.load(Ordering::Acquire) {
             return Ok(());
@@ -318,10 +439,10 @@ impl Inner {
         Ok(())
     }
 
-    /// The next token for `entry`, below the durable ceiling.
-    fn next_token(self: &Arc<Self>, entry: &Entry) -> Result<u64, LockError> {
+    /// The next token after `last` for this lock, below the durable ceiling.
+    fn next_token(self: &Arc<Self>, last: u64) -> Result<u64, LockError> {
         let token = match self.cfg.token_mode {
-            TokenMode::PerLock => entry.last_token + 1,
+            TokenMode::PerLock => last + 1,
             TokenMode::Global => self.issued.fetch_add(1, Ordering::AcqRel) + 1,
         };
         self.issued.fetch_max(token, Ordering::AcqRel);
@@ -353,29 +474,73 @@ impl Inner {
         self.reserving.store(false, Ordering::Release);
     }
 
-    fn grant(self: &Arc<Self>, entry: &mut Entry, req: &AcquireRequest, now: Instant) -> Result<Grant, LockError> {
-        let token = self.next_token(entry)?;
-        let lease = LeaseStamp::new();
+    /// Grants the free lock `req` names (its entry exists) to `req`, the head
+    /// waiter when `waiting`; appends the grant to the journal. The caller
+    /// answers only once the returned journal write is durable.
+    fn grant(
+        self: &Arc<Self>,
+        shard: &mut Shard,
+        req: &AcquireRequest,
+        waiting: bool,
+        now: Instant,
+    ) -> Result<(Grant, Option<Durable>), LockError> {
+        let name = req.resource_id.as_str();
+        if !self.counts().try_add(self.cfg.max_held) {
+            self.metrics.capacity_refusals.inc();
+            shard.note_idle(name);
+            return Err(LockError::AtCapacity { limit: self.cfg.max_held });
+        }
+        let entry = shard.get_mut(name).expect("caller created the entry");
+        let token = match self.next_token(entry.last_token) {
+            Ok(t) => t,
+            Err(e) => {
+                self.counts().remove();
+                shard.note_idle(name);
+                return Err(e);
+            }
+        };
+        if waiting {
+            entry.waiters.pop_front();
+        }
         entry.last_token = token;
-        entry.holder = Some(Holder {
+        let lease = LeaseStamp::new();
+        let holder = Holder {
             lease: lease.id,
             client_id: req.client_id.clone(),
             token,
             lease_ms: req.lease_duration_ms,
             expires: now + Duration::from_millis(req.lease_duration_ms),
-        });
-        self.metrics.record_token(&req.resource_id, token);
+        };
+        let durable = self.journal.as_ref().map(|j| j.append(Change::Hold(record(req, &holder))));
+        shard.hold(name, holder);
+        self.metrics.record_token(name, token);
         self.metrics.acquisitions.inc();
-        Ok(grant_body(req, lease, token))
+        Ok((grant_body(req, lease, token), durable))
     }
 
-    fn regrant(&self, entry: &mut Entry, req: &AcquireRequest, now: Instant) -> Result<Grant, LockError> {
+    /// Re-grants `req`'s lock to its holder, who presented the lease's id:
+    /// same lease and token, the new duration from now.
+    fn regrant(&self, shard: &mut Shard, req: &AcquireRequest, now: Instant) -> (Grant, Option<Durable>) {
+        let name = req.resource_id.as_str();
+        let entry = shard.get_mut(name).expect("caller checked the holder");
         let h = entry.holder.as_mut().expect("caller checked the holder");
         h.lease_ms = req.lease_duration_ms;
         h.expires = now + Duration::from_millis(req.lease_duration_ms);
         let (lease, token) = (LeaseStamp::of(h.lease), h.token);
+        let durable = self.journal.as_ref().map(|j| j.append(Change::Hold(record(req, h))));
+        shard.rearm(name);
         self.metrics.acquisitions.inc();
-        Ok(grant_body(req, lease, token))
+        (grant_body(req, lease, token), durable)
+    }
+}
+
+fn record(req: &AcquireRequest, h: &Holder) -> LeaseRecord {
+    LeaseRecord {
+        name: req.resource_id.as_str().into(),
+        lease: h.lease,
+        client_id: h.client_id.clone(),
+        token: h.token,
+        lease_ms: h.lease_ms,
     }
 }
 
@@ -388,34 +553,6 @@ fn grant_body(req: &AcquireRequest, lease: LeaseStamp, token: u64) -> Grant {
         lease_duration_ms: req.lease_duration_ms,
         acquired_at: lease.acquired_at,
     }
-}
-
-/// The entry for `resource_id`, created at the highest token it could have had.
-fn shard_entry<'a>(shard: &'a mut Shard, resource_id: &str, inner: &Inner) -> &'a mut Entry {
-    if !shard.map.contains_key(resource_id) {
-        if shard.map.len() >= EVICT_AT {
-            evict_idle(shard, Instant::now());
-        }
-        let start = inner.base.max(shard.evicted_max);
-        shard.map.insert(
-            resource_id.to_string(),
-            Entry { holder: None, last_token: start, expired_lease: None, waiters: VecDeque::new() },
-        );
-    }
-    shard.map.get_mut(resource_id).expect("inserted above")
-}
-
-/// Drops free entries without waiters, remembering the highest token among them.
-fn evict_idle(shard: &mut Shard, now: Instant) {
-    let mut evicted_max = shard.evicted_max;
-    shard.map.retain(|_, e| {
-        let busy = e.holder.as_ref().is_some_and(|h| h.expires > now) || !e.waiters.is_empty();
-        if !busy {
-            evicted_max = evicted_max.max(e.last_token);
-        }
-        busy
-    });
-    shard.evicted_max = evicted_max;
 }
 
 fn ceil_ms(d: Duration) -> u64 {
@@ -433,12 +570,13 @@ struct WaiterGuard {
 impl Drop for WaiterGuard {
     fn drop(&mut self) {
         let mut shard = self.locks.inner.shard(&self.resource_id);
-        if let Some(entry) = shard.map.get_mut(&self.resource_id) {
+        if let Some(entry) = shard.get_mut(&self.resource_id) {
             let was_head = entry.waiters.front().map(|(id, _)| *id) == Some(self.id);
             entry.waiters.retain(|(id, _)| *id != self.id);
             if was_head {
                 entry.wake_head();
             }
+            shard.note_idle(&self.resource_id);
         }
     }
 }
@@ -451,7 +589,7 @@ impl LockService for EmbeddedLocks {
         Box::pin(std::future::ready(self.renew_inner(lease)))
     }
     fn release(&self, lease: LeaseRef) -> BoxFuture<'_, Result<Released, LockError>> {
-        Box::pin(std::future::ready(self.release_inner(lease)))
+        Box::pin(self.release_inner(lease))
     }
     fn status(&self, resource_id: String) -> BoxFuture<'_, Result<Status, LockError>> {
         Box::pin(std::future::ready(self.status_inner(resource_id)))

@@ -71,6 +71,9 @@ impl EtcdLocks {
     }
 
     async fn acquire_inner(&self, req: ValidAcquire) -> Result<Acquired, LockError> {
+        if req.lock_token.is_some() {
+            return Err(LockError::invalid("lock_token", "re-entry is only supported by --locks embedded --reentrant"));
+        }
         let req = req.into_inner();
         let mut c = self.client.clone();
         let ttl = req.lease_duration_ms.div_ceil(1000).max(MIN_TTL_SECS) as i64;

@@ -2,7 +2,8 @@
 //!
 //! Families (prefix `fencing_locks_`): `acquisitions`, `contention` (an
 //! acquisition found the lock held or in grace), `expiries`, `renewals`,
-//! `releases`, and the gauge `current_token{lock}`.
+//! `releases`, `capacity_refusals`, and the gauges `held` and
+//! `current_token{lock}`.
 //!
 //! Invariant: the per-lock gauge has bounded cardinality. The
 //! [`MAX_TOKEN_SERIES`] most recently granted locks have a series
@@ -36,6 +37,10 @@ pub struct LockMetrics {
     pub expiries: Counter,
     pub renewals: Counter,
     pub releases: Counter,
+    /// Acquisitions refused because the table held `max_held` leases.
+    pub capacity_refusals: Counter,
+    /// Leases held now.
+    pub held: Gauge,
     token_series_evicted: Counter,
     tokens: Family<LockLabel, Gauge<u64, AtomicU64>>,
     series: Arc<Mutex<SeriesBound<Gauge<u64, AtomicU64>>>>,
@@ -49,6 +54,8 @@ impl Default for LockMetrics {
             expiries: Counter::default(),
             renewals: Counter::default(),
             releases: Counter::default(),
+            capacity_refusals: Counter::default(),
+            held: Gauge::default(),
             token_series_evicted: Counter::default(),
             tokens: Family::default(),
             series: Arc::new(Mutex::new(SeriesBound::new(MAX_TOKEN_SERIES))),
@@ -67,6 +74,12 @@ impl LockMetrics {
             reg.register("expiries", "Leases that expired without release", m.expiries.clone());
             reg.register("renewals", "Successful lease renewals", m.renewals.clone());
             reg.register("releases", "Successful releases", m.releases.clone());
+            reg.register(
+                "capacity_refusals",
+                "Acquisitions refused because the lock table held its maximum of leases",
+                m.capacity_refusals.clone(),
+            );
+            reg.register("held", "Leases held now (embedded backend)", m.held.clone());
             reg.register(
                 "token_series_evicted",
                 "Per-lock token series removed to stay within the series limit",

@@ -2,7 +2,11 @@
 //!
 //! [`LockService`] is the one interface the HTTP API, the CLI and the tests
 //! use; [`EmbeddedLocks`] (the default, one process, state in memory plus a
-//! durable generation clock) and [`EtcdLocks`] implement it.
+//! durable generation clock and lease journal) and [`EtcdLocks`] implement it.
+//!
+//! Layout: `embedded.rs` (the service), `table.rs` (its shards: expiry heap,
+//! idle list), `journal.rs` (leases made durable), `clock.rs` (the token
+//! ceiling), `etcd.rs`, `lease.rs` (lease ids), `validate.rs`, `metrics.rs`.
 //!
 //! Invariants every implementation keeps:
 //! - a grant's `fencing_token` is strictly greater than every token ever
@@ -15,13 +19,16 @@
 mod clock;
 mod embedded;
 mod etcd;
+mod journal;
 mod lease;
 mod metrics;
+mod table;
 mod validate;
 
 pub use clock::{ClockError, ClockState, GenerationClock};
-pub use embedded::{EmbeddedConfig, EmbeddedLocks, TokenMode};
+pub use embedded::{DEFAULT_MAX_HELD, EmbeddedConfig, EmbeddedLocks, OpenError, TokenMode};
 pub use etcd::EtcdLocks;
+pub use journal::JOURNAL_FILE;
 pub use lease::{LeaseStamp, format_lease_id, new_lease_id, parse_lease_id, rfc3339_now};
 pub use metrics::LockMetrics;
 pub use validate::{MAX_LEASE_MS, MAX_NAME_BYTES, MAX_WAIT_MS, MIN_LEASE_MS};
@@ -54,6 +61,9 @@ pub enum LockError {
     /// The lease id was the lock's lease but it has expired.
     #[error("the lease has expired")]
     LeaseExpired,
+    /// The lock table holds its maximum of leases.
+    #[error("the lock service holds its maximum of {limit} leases; retry later")]
+    AtCapacity { limit: usize },
     /// The backend cannot serve the request now (persistence or etcd failure).
     #[error("lock backend unavailable: {0}")]
     Unavailable(String),

@@ -8,7 +8,7 @@ use crate::wire::locks::{AcquireRequest, LeaseRef};
 pub const MAX_NAME_BYTES: usize = 256;
 /// Shortest accepted lease.
 pub const MIN_LEASE_MS: u64 = 10;
-/// Longest accepted lease (one hour); also bounds the post-crash grace period.
+/// Longest accepted lease (one hour).
 pub const MAX_LEASE_MS: u64 = 3_600_000;
 /// Longest accepted `wait_ms`.
 pub const MAX_WAIT_MS: u64 = 300_000;
@@ -68,6 +68,11 @@ pub fn validate_acquire(req: &AcquireRequest) -> Result<(), LockError> {
     {
         return Err(LockError::invalid("wait_ms", format!("must be at most {MAX_WAIT_MS}")));
     }
+    if let Some(t) = &req.lock_token
+        && super::lease::parse_lease_id(t).is_none()
+    {
+        return Err(LockError::invalid("lock_token", "must be 32 lowercase hex digits"));
+    }
     Ok(())
 }
 
@@ -84,8 +89,13 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
-        let mut req =
-            AcquireRequest { resource_id: "r".into(), client_id: "c".into(), lease_duration_ms: 5, wait_ms: None };
+        let mut req = AcquireRequest {
+            resource_id: "r".into(),
+            client_id: "c".into(),
+            lease_duration_ms: 5,
+            wait_ms: None,
+            lock_token: None,
+        };
         assert!(matches!(validate_acquire(&req), Err(LockError::Invalid { field: "lease_duration_ms", .. })));
         req.lease_duration_ms = 1000;
         req.resource_id = "x".repeat(MAX_NAME_BYTES + 1);
@@ -96,5 +106,8 @@ mod tests {
         req.client_id = "c".into();
         req.wait_ms = Some(MAX_WAIT_MS + 1);
         assert!(matches!(validate_acquire(&req), Err(LockError::Invalid { field: "wait_ms", .. })));
+        req.wait_ms = None;
+        req.lock_token = Some("c1".into());
+        assert!(matches!(validate_acquire(&req), Err(LockError::Invalid { field: "lock_token", .. })));
     }
 }

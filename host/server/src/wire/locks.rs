@@ -13,6 +13,11 @@ pub struct AcquireRequest {
     pub lease_duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// Re-entry (servers started with `--reentrant`): the `lock_token` of the
+    /// lease this caller holds; a match returns the same lease and token with
+    /// the new duration. Without it, a held lock is refused to everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_token: Option<String>,
 }
 
 /// `POST /v1/locks/renew` and `/release` body.
@@ -41,7 +46,8 @@ pub struct Grant {
 pub enum HeldReason {
     /// Another client holds an unexpired lease.
     Held,
-    /// The service restarted recently and waits out leases granted before the restart.
+    /// The service restarted on a data directory without a lease journal and
+    /// waits out leases that may have been granted before the restart.
     GracePeriod,
 }
 

@@ -1,10 +1,11 @@
 //! `fencing bench writes|locks`: load generators (see [`crate::bench`]).
 //!
 //! `bench writes` runs [`crate::bench::writes`] and prints its table.
-//! `bench locks` starts the server in this process on an ephemeral loopback
-//! port (embedded backend in a temporary data dir; with `--etcd-endpoints`, a
-//! second server on etcd), then runs each scenario in turn and prints one
-//! Markdown table. Server and load generator share the machine's cores.
+//! `bench locks` starts servers in this process on ephemeral loopback ports
+//! (the embedded backend in a temporary data dir, as `fencing serve` runs it
+//! with its lease journal, and the same backend in memory only; with
+//! `--etcd-endpoints`, a third on etcd), then runs each scenario in turn and
+//! prints one Markdown table. Server and load generator share the machine's cores.
 
 use crate::bench::locks::{self, Report, Scenario};
 use crate::bench::writes::{self, WritesConfig};
@@ -124,10 +125,13 @@ fn bench_locks(
     rt.block_on(async move {
         let dir = std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>()));
         let duration = Duration::from_secs(seconds);
-        let embedded = EmbeddedConfig { data_dir: Some(dir.clone()), ..EmbeddedConfig::default() };
-        let svc: Arc<dyn LockService> =
-            Arc::new(EmbeddedLocks::open(embedded, LockMetrics::register(&Metrics::new()))?);
-        let mut backends = vec![("embedded", spawn_server(svc).await?)];
+        let mut backends = Vec::new();
+        // Durable (grants and releases journaled, as `fencing serve` runs) and memory-only.
+        for (name, data_dir) in [("embedded", Some(dir.clone())), ("embedded (memory)", None)] {
+            let cfg = EmbeddedConfig { data_dir, ..EmbeddedConfig::default() };
+            let svc: Arc<dyn LockService> = Arc::new(EmbeddedLocks::open(cfg, LockMetrics::register(&Metrics::new()))?);
+            backends.push((name, spawn_server(svc).await?));
+        }
         if let Some(endpoints) = &etcd_endpoints {
             let svc = EtcdLocks::connect(endpoints, LockMetrics::register(&Metrics::new()))
                 .await

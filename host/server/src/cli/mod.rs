@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 failure, 2 bad input (usage errors, invalid
 //! arguments or files, requests the server refused as malformed).
 
+mod admin;
 mod bench;
 mod chaos;
 mod check;
@@ -43,6 +44,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Fault-injection campaign against the lock service and storage, checked from its history.
     Chaos(Box<chaos::ChaosArgs>),
+    /// Operator commands: raise the token ceiling after a restore, reset a resource's fence.
+    Admin(admin::AdminArgs),
 }
 
 /// Bad input from the user: reported with exit code 2.
@@ -81,6 +84,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Chaos(args) => chaos::run(*args),
+        Command::Admin(args) => admin::run(args),
     };
     match result {
         Ok(code) => code,

@@ -109,6 +109,13 @@ pub struct ServeArgs {
     /// `/v1/locks/status`) and `GET /metrics` stay open.
     #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
     pub auth_token_file: Option<PathBuf>,
+    /// Refuse (409 `token_too_far_ahead`) a write whose token is more than
+    /// this far above its resource's high-water mark, so one runaway token
+    /// (say 2^64-1) cannot push a resource out of every real holder's reach.
+    /// Set it above the number of grants a lock can see between two writes.
+    /// A resource's first write is not bounded.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_token_advance: Option<u64>,
     #[command(flatten)]
     pub locks: LockArgs,
 }
@@ -149,7 +156,7 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>) -> anyhow::Result<()> 
     let metrics = Metrics::new();
     let mut app = Router::new();
     if args.role.storage() {
-        app = app.merge(storage_router(&args, &metrics).await?);
+        app = app.merge(storage_router(&args, &metrics, auth.is_some()).await?);
     }
     if args.role.locks() {
         let locks = lock_service(&args.locks, &args.data_dir, &metrics).await?;
@@ -184,13 +191,16 @@ pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
     })
 }
 
-async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<Router> {
+async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> anyhow::Result<Router> {
     let guard = build_guard(args)?;
     let policy = args.policy;
     let engine: Arc<dyn Engine> = match args.store {
         StoreKind::Redb => {
             let dir = args.data_dir.join("storage");
-            Arc::new(RedbEngine::open(&dir, guard, policy).with_context(|| format!("open store in {}", dir.display()))?)
+            let engine =
+                RedbEngine::open(&dir, guard, policy).with_context(|| format!("open store in {}", dir.display()))?;
+            engine.set_max_token_advance(args.max_token_advance);
+            Arc::new(engine)
         }
         StoreKind::Postgres => {
             let url = args.postgres_url.as_deref().expect("checked in run");
@@ -198,7 +208,8 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<R
                 PgGuardKind::Host => PgGuard::Host(guard),
                 PgGuardKind::Extension => PgGuard::Extension,
             };
-            Arc::new(PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?)
+            let engine = PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?;
+            Arc::new(engine.with_max_token_advance(args.max_token_advance))
         }
     };
     let flap = FlapConfig {
@@ -207,7 +218,8 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<R
         max_tracked: args.metrics_max_resources,
     };
     let storage_metrics = Arc::new(StorageMetrics::new(metrics, flap));
-    Ok(crate::http::storage::router(StorageService::new(engine, storage_metrics)))
+    let service = StorageService::new(engine, storage_metrics);
+    Ok(crate::http::storage::router(service.clone()).merge(crate::http::admin::router(service, admin)))
 }
 
 /// Lock service flags of `fencing serve`.

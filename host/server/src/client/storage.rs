@@ -113,6 +113,13 @@ impl StorageClient {
         Self::answer(url, resp).await
     }
 
+    /// `POST /v1/admin/fences/reset` (needs the server's bearer token).
+    pub async fn reset_fence(&self, body: &crate::wire::storage::ResetBody) -> Result<Answer, ClientError> {
+        let url = format!("{}/v1/admin/fences/reset", self.base);
+        let resp = super::authorize(self.http.post(&url), self.auth.as_ref()).json(body).send().await;
+        Self::answer(url, resp).await
+    }
+
     /// `GET /v1/storage/fence`.
     pub async fn fence(&self, resource_id: &str) -> Result<Answer, ClientError> {
         let url = format!("{}/v1/storage/fence", self.base);

@@ -5,6 +5,7 @@
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
 //! except fence rejections, which use the storage API's documented 409 body.
 
+pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod locks;

@@ -29,7 +29,8 @@ pub fn router(service: StorageService) -> Router {
         .with_state(service)
 }
 
-fn storage_error(e: StorageError) -> ApiError {
+/// Maps a storage error to its HTTP answer.
+pub fn storage_error(e: StorageError) -> ApiError {
     match e {
         StorageError::InvalidField { field, message } => ApiError::field(field, message),
         StorageError::TooLarge { .. } => {
@@ -107,6 +108,18 @@ async fn write(State(service): State<StorageService>, ApiJson(body): ApiJson<Wri
                 "presented": presented,
                 "high_water": fence.as_ref().map_or(0, |f| f.high_water),
                 "fence": fence.map(FenceBody::from),
+            })),
+        )
+            .into_response(),
+        WriteOutcome::TooFarAhead { max_advance, fence } => (
+            StatusCode::CONFLICT,
+            Json(json!({
+                "accepted": false,
+                "reason": "token_too_far_ahead",
+                "presented": presented,
+                "high_water": fence.high_water,
+                "max_token_advance": max_advance,
+                "fence": FenceBody::from(fence),
             })),
         )
             .into_response(),

@@ -40,6 +40,8 @@ pub enum ClockError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is locked: another lock service uses this data directory")]
     InUse { path: PathBuf },
+    #[error("the token ceiling {ceiling} cannot be raised by {by}: it would pass 2^64-1")]
+    Overflow { ceiling: u64, by: u64 },
     #[error("generation clock {path} is corrupt ({detail}); refusing to restart tokens")]
     Corrupt { path: PathBuf, detail: String },
 }
@@ -88,6 +90,34 @@ impl GenerationClock {
         *durable = next;
         Ok(next)
     }
+}
+
+/// Raises the ceiling stored in `dir` (no service may have it open): to
+/// `previous + by`, or to at least `to`. Returns the previous and the new state.
+pub fn bump(dir: &Path, bump: Bump) -> Result<(ClockState, ClockState), ClockError> {
+    let path = dir.join(CLOCK_FILE);
+    if !path.exists() {
+        return Err(ClockError::Io {
+            path,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no lock service has used this data directory"),
+        });
+    }
+    let (clock, previous) = GenerationClock::open(Some(dir))?;
+    let ceiling = match bump {
+        Bump::By(n) => {
+            previous.ceiling.checked_add(n).ok_or(ClockError::Overflow { ceiling: previous.ceiling, by: n })?
+        }
+        Bump::To(n) => previous.ceiling.max(n),
+    };
+    let now = clock.advance(ceiling, 0)?;
+    Ok((previous, now))
+}
+
+/// How [`bump`] moves the ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bump {
+    By(u64),
+    To(u64),
 }
 
 /// Takes the directory's exclusive lock, waiting up to two seconds for a previous owner to let go.
@@ -163,6 +193,21 @@ mod tests {
         drop(clock);
         let (_, prev) = GenerationClock::open(Some(dir.path())).unwrap();
         assert_eq!(prev, ClockState { ceiling: 1000, max_lease_ms: 500 });
+    }
+
+    #[test]
+    fn bump_only_raises_the_ceiling() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(bump(dir.path(), Bump::By(5)).is_err(), "nothing to bump in an unused directory");
+        let (clock, _) = GenerationClock::open(Some(dir.path())).unwrap();
+        clock.advance(1000, 500).unwrap();
+        assert!(matches!(bump(dir.path(), Bump::By(5)), Err(ClockError::InUse { .. })));
+        drop(clock);
+        let (before, after) = bump(dir.path(), Bump::By(5)).unwrap();
+        assert_eq!((before.ceiling, after.ceiling, after.max_lease_ms), (1000, 1005, 500));
+        assert_eq!(bump(dir.path(), Bump::To(10)).unwrap().1.ceiling, 1005);
+        assert_eq!(bump(dir.path(), Bump::To(5000)).unwrap().1.ceiling, 5000);
+        assert!(matches!(bump(dir.path(), Bump::By(u64::MAX)), Err(ClockError::Overflow { .. })));
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod metrics;
 mod table;
 mod validate;
 
-pub use clock::{ClockError, ClockState, GenerationClock};
+pub use clock::{Bump, ClockError, ClockState, GenerationClock, bump};
 pub use embedded::{DEFAULT_MAX_HELD, EmbeddedConfig, EmbeddedLocks, OpenError, TokenMode};
 pub use etcd::EtcdLocks;
 pub use journal::JOURNAL_FILE;

@@ -77,6 +77,9 @@ pub enum WriteOutcome {
     Rejected { rejection: Rejection, fence: Option<Fence> },
     /// The guard could not decide; the write was refused (fail closed).
     GuardFailed { failure: GuardFailure, fence: Option<Fence> },
+    /// The token is more than `max_advance` above the fence's high-water mark
+    /// (`--max-token-advance`); refused before the guard was asked.
+    TooFarAhead { max_advance: u64, fence: Fence },
 }
 
 /// An object and the fence of its resource at the time of the read.
@@ -123,17 +126,35 @@ pub trait Engine: Send + Sync {
 
     /// The resource's fence (`None`: no write was ever admitted).
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
+
+    /// An operator's reset: replaces the resource's fence with `to` (`None`
+    /// removes it, so the next write is a first write), serialized with the
+    /// resource's writes, durable before it returns. Returns the fence it
+    /// replaced. `reason` is for engines that keep their own record of resets.
+    fn reset_fence<'a>(
+        &'a self,
+        resource_id: &'a str,
+        to: Option<Fence>,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
 }
 
 /// Asks `guard` about `req` against the resource's `current` fence: the
-/// admission, or the refusal to report (a rejection or a guard failure, with
-/// `current` as evidence), after which the engine must change nothing.
+/// admission, or the refusal to report (a token more than `max_advance` above
+/// the high-water mark, a rejection or a guard failure, with `current` as
+/// evidence), after which the engine must change nothing.
 pub(crate) fn decide(
     guard: &dyn Guard,
     policy: Policy,
+    max_advance: u64,
     current: Option<Fence>,
     req: &WriteRequest,
 ) -> Result<Admission, WriteOutcome> {
+    if let Some(fence) = &current
+        && req.token > fence.high_water.saturating_add(max_advance)
+    {
+        return Err(WriteOutcome::TooFarAhead { max_advance, fence: fence.clone() });
+    }
     let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
     match guard.admit(current.as_ref(), &presented, policy) {
         Err(failure) => Err(WriteOutcome::GuardFailed { failure, fence: current }),

@@ -107,11 +107,27 @@ pub(super) async fn decide(
     txn: &Transaction<'_>,
     req: &ValidWrite,
     policy: Policy,
+    max_advance: u64,
 ) -> Result<Result<Admission, WriteOutcome>, StorageError> {
     let token = bigint("fencing_token", req.token)?;
     let sequence = req.sequence.map(|s| bigint("sequence", s)).transpose()?;
     let rid = req.resource_id.as_str();
     let lock = req.lock_id.as_str();
+    if max_advance != u64::MAX {
+        // The bound is the server's: checked against the fence row, locked until this transaction ends.
+        let row = txn
+            .query_opt("SELECT lock, high_water, sequence FROM fencing.fences WHERE resource = $1 FOR UPDATE", &[&rid])
+            .await
+            .map_err(pg)?;
+        if let Some(fence) = row.map(|r| Fence {
+            lock: r.get(0),
+            high_water: r.get::<_, i64>(1) as u64,
+            sequence: r.get::<_, Option<i64>>(2).map(|s| s as u64),
+        }) && req.token > fence.high_water.saturating_add(max_advance)
+        {
+            return Ok(Err(WriteOutcome::TooFarAhead { max_advance, fence }));
+        }
+    }
     let decided = txn
         .query_one(
             "SELECT admitted, reason, high_water, last_sequence, new_term FROM fencing.try_write($1, $2, $3, $4, $5)",
@@ -173,6 +189,32 @@ fn guard_failure(e: &tokio_postgres::Error) -> GuardFailure {
         "guard_trap" => GuardFailure::Trap(message.to_owned()),
         _ => GuardFailure::Unavailable(failure.clone()),
     }
+}
+
+/// An operator's reset through the extension's own `fencing.reset_fence`,
+/// which records it in `fencing.resets` (the server's role needs
+/// `fencing_admin`). Returns the fence it replaced.
+pub(super) async fn reset(
+    txn: &Transaction<'_>,
+    rid: &str,
+    to: Option<&Fence>,
+    reason: &str,
+) -> Result<Option<Fence>, StorageError> {
+    let before = fence_in(txn, rid).await?;
+    let high_water = to.map(|f| bigint("high_water", f.high_water)).transpose()?;
+    txn.execute(
+        "SELECT fencing.reset_fence($1, $2, $3, $4)",
+        &[&rid, &reason, &to.map(|f| f.lock.as_str()), &high_water],
+    )
+    .await
+    .map_err(|e| match e.code() {
+        Some(c) if c.code() == "42501" => StorageError::Backend(format!(
+            "postgres: resetting a fence in the fencing extension needs the role fencing_admin ({})",
+            db_message(&e)
+        )),
+        _ => pg(e),
+    })?;
+    Ok(before)
 }
 
 /// The resource's fence as the extension keeps it.

@@ -66,6 +66,8 @@ pub struct PostgresEngine {
     next: AtomicUsize,
     guard: PgGuard,
     policy: Policy,
+    /// `--max-token-advance` (`u64::MAX`: none).
+    max_advance: u64,
 }
 
 fn pg(e: tokio_postgres::Error) -> StorageError {
@@ -100,7 +102,13 @@ impl PostgresEngine {
                 pool[0].lock().await.batch_execute(pg_extension::ADOPT_EXTENSION_FENCES).await.map_err(pg)?;
             }
         }
-        Ok(PostgresEngine { pool, next: AtomicUsize::new(0), guard, policy })
+        Ok(PostgresEngine { pool, next: AtomicUsize::new(0), guard, policy, max_advance: u64::MAX })
+    }
+
+    /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
+    pub fn with_max_token_advance(mut self, max: Option<u64>) -> PostgresEngine {
+        self.max_advance = max.unwrap_or(u64::MAX);
+        self
     }
 
     fn client(&self) -> &Mutex<Client> {
@@ -112,8 +120,8 @@ impl PostgresEngine {
         let txn = client.transaction().await.map_err(pg)?;
         let rid = req.resource_id.as_str();
         let decided = match &self.guard {
-            PgGuard::Host(guard) => decide_here(&txn, &**guard, self.policy, &req).await?,
-            PgGuard::Extension => pg_extension::decide(&txn, &req, self.policy).await?,
+            PgGuard::Host(guard) => decide_here(&txn, &**guard, self.policy, self.max_advance, &req).await?,
+            PgGuard::Extension => pg_extension::decide(&txn, &req, self.policy, self.max_advance).await?,
         };
         let admission = match decided {
             Ok(admission) => admission,
@@ -182,6 +190,7 @@ async fn decide_here(
     txn: &tokio_postgres::Transaction<'_>,
     guard: &dyn Guard,
     policy: Policy,
+    max_advance: u64,
     req: &ValidWrite,
 ) -> Result<Result<fencing_runtime::Admission, WriteOutcome>, StorageError> {
     let rid = req.resource_id.as_str();
@@ -196,7 +205,36 @@ async fn decide_here(
         .await
         .map_err(pg)?;
     let current = to_fence(row.get(0), row.get(1), row.get(2));
-    Ok(super::decide(guard, policy, current, req))
+    Ok(super::decide(guard, policy, max_advance, current, req))
+}
+
+/// Replaces the fence row's values in the host's own table, returning the old fence.
+async fn reset_here(
+    txn: &tokio_postgres::Transaction<'_>,
+    rid: &str,
+    to: Option<&Fence>,
+) -> Result<Option<Fence>, StorageError> {
+    let row = txn
+        .query_opt(
+            "SELECT lock_id, last_fencing_token, last_sequence FROM fencing_resources WHERE resource_id = $1 FOR UPDATE",
+            &[&rid],
+        )
+        .await
+        .map_err(pg)?;
+    let before = row.and_then(|r| to_fence(r.get(0), r.get(1), r.get(2)));
+    let (lock, token, sequence) = match to {
+        Some(f) => (Some(f.lock.as_str()), f.high_water as i64, f.sequence.map(|s| s as i64)),
+        None => (None, 0, None),
+    };
+    txn.execute(
+        "INSERT INTO fencing_resources (resource_id, lock_id, last_fencing_token, last_sequence) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (resource_id) DO UPDATE SET lock_id = EXCLUDED.lock_id,
+             last_fencing_token = EXCLUDED.last_fencing_token, last_sequence = EXCLUDED.last_sequence, updated_at = now()",
+        &[&rid, &lock, &token, &sequence],
+    )
+    .await
+    .map_err(pg)?;
+    Ok(before)
 }
 
 impl PostgresEngine {
@@ -242,6 +280,25 @@ impl Engine for PostgresEngine {
             let sql = format!("SELECT * FROM ({}) r(lock, high_water, seq, id) WHERE r.id = $1", self.fences());
             let row = client.query_opt(&sql, &[&resource_id]).await.map_err(pg)?;
             Ok(row.and_then(|r| to_fence(r.get(0), r.get(1), r.get(2))))
+        })
+    }
+
+    fn reset_fence<'a>(
+        &'a self,
+        resource_id: &'a str,
+        to: Option<Fence>,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
+        Box::pin(async move {
+            super::validate_resource_id(resource_id)?;
+            let mut client = self.client().lock().await;
+            let txn = client.transaction().await.map_err(pg)?;
+            let before = match self.guard {
+                PgGuard::Host(_) => reset_here(&txn, resource_id, to.as_ref()).await?,
+                PgGuard::Extension => pg_extension::reset(&txn, resource_id, to.as_ref(), reason).await?,
+            };
+            txn.commit().await.map_err(pg)?;
+            Ok(before)
         })
     }
 }

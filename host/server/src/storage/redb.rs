@@ -21,6 +21,7 @@ use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinit
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -40,11 +41,19 @@ struct Job {
     reply: Reply,
 }
 
+/// What the committer is handed: writes, batched, or an operator's reset, alone.
+enum Task {
+    Write(Job),
+    Reset { resource_id: String, to: Option<Fence>, reply: oneshot::Sender<Result<Option<Fence>, StorageError>> },
+}
+
 /// A redb file holding every resource, fed by one group-committing thread.
 pub struct RedbEngine {
     db: Arc<Database>,
-    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    tx: Mutex<Option<mpsc::Sender<Task>>>,
     committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// `--max-token-advance`, shared with the committer (`u64::MAX`: none).
+    max_advance: Arc<AtomicU64>,
 }
 
 impl RedbEngine {
@@ -58,13 +67,25 @@ impl RedbEngine {
         txn.open_table(OBJECTS).map_err(StorageError::backend)?;
         txn.commit().map_err(StorageError::backend)?;
         let db = Arc::new(db);
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Task>();
         let committer_db = db.clone();
+        let max_advance = Arc::new(AtomicU64::new(u64::MAX));
+        let rules = Rules { guard, policy, max_advance: max_advance.clone() };
         let committer = std::thread::Builder::new()
             .name("fencing-redb-commit".into())
-            .spawn(move || run_committer(&committer_db, guard.as_ref(), policy, rx))
+            .spawn(move || run_committer(&committer_db, &rules, rx))
             .map_err(StorageError::backend)?;
-        Ok(RedbEngine { db, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)) })
+        Ok(RedbEngine { db, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
+    }
+
+    /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
+    pub fn set_max_token_advance(&self, max: Option<u64>) {
+        self.max_advance.store(max.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    fn send(&self, task: Task) -> Result<(), StorageError> {
+        let tx = self.tx.lock().expect("sender lock");
+        tx.as_ref().ok_or(StorageError::Closed)?.send(task).map_err(|_| StorageError::Closed)
     }
 
     fn read_fence(db: &Database, resource_id: &str) -> Result<Option<Fence>, StorageError> {
@@ -88,16 +109,69 @@ fn decode_fence((lock, high_water, sequence): (&str, u64, Option<u64>)) -> Fence
     Fence { lock: lock.to_owned(), high_water, sequence }
 }
 
-fn run_committer(db: &Database, guard: &dyn Guard, policy: Policy, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
+/// What decides a write: the guard, its policy and the advance bound.
+struct Rules {
+    guard: Arc<dyn Guard>,
+    policy: Policy,
+    max_advance: Arc<AtomicU64>,
+}
+
+fn run_committer(db: &Database, rules: &Rules, rx: mpsc::Receiver<Task>) {
+    let mut pending = rx.recv().ok();
+    while let Some(first) = pending.take() {
+        let first = match first {
+            Task::Write(job) => job,
+            Task::Reset { resource_id, to, reply } => {
+                let _ = reply.send(reset(db, &resource_id, to));
+                pending = rx.recv().ok();
+                continue;
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(Task::Write(job)) => batch.push(job),
+                Ok(reset) => {
+                    // Decided after the writes queued before it.
+                    pending = Some(reset);
+                    break;
+                }
                 Err(_) => break,
             }
         }
-        match commit_batch(db, guard, policy, &batch) {
+        commit_jobs(db, rules, batch);
+        if pending.is_none() {
+            pending = rx.recv().ok();
+        }
+    }
+}
+
+/// Sets (or with `to` `None`, removes) one resource's fence in its own transaction; returns the fence it replaced.
+fn reset(db: &Database, resource_id: &str, to: Option<Fence>) -> Result<Option<Fence>, StorageError> {
+    let mut txn = db.begin_write().map_err(StorageError::backend)?;
+    txn.set_durability(Durability::Immediate).map_err(StorageError::backend)?;
+    let before = {
+        let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
+        let before = fences.get(resource_id).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
+        match &to {
+            Some(f) => {
+                fences
+                    .insert(resource_id, (f.lock.as_str(), f.high_water, f.sequence))
+                    .map_err(StorageError::backend)?;
+            }
+            None => {
+                fences.remove(resource_id).map_err(StorageError::backend)?;
+            }
+        }
+        before
+    };
+    txn.commit().map_err(StorageError::backend)?;
+    Ok(before)
+}
+
+fn commit_jobs(db: &Database, rules: &Rules, batch: Vec<Job>) {
+    {
+        match commit_batch(db, rules, &batch) {
             Ok(outcomes) => {
                 for (job, outcome) in batch.into_iter().zip(outcomes) {
                     let _ = job.reply.send(outcome);
@@ -117,8 +191,7 @@ fn run_committer(db: &Database, guard: &dyn Guard, policy: Policy, rx: mpsc::Rec
 /// whole batch; inner errors belong to single writes that changed nothing.
 fn commit_batch(
     db: &Database,
-    guard: &dyn Guard,
-    policy: Policy,
+    rules: &Rules,
     batch: &[Job],
 ) -> Result<Vec<Result<WriteOutcome, StorageError>>, StorageError> {
     let mut txn = db.begin_write().map_err(StorageError::backend)?;
@@ -132,7 +205,8 @@ fn commit_batch(
             // Reads inside the write transaction see earlier writes of this batch.
             let current =
                 fences.get(req.resource_id.as_str()).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
-            let admission = match super::decide(guard, policy, current, req) {
+            let max_advance = rules.max_advance.load(Ordering::Acquire);
+            let admission = match super::decide(rules.guard.as_ref(), rules.policy, max_advance, current, req) {
                 Ok(admission) => admission,
                 Err(refused) => {
                     outcomes.push(Ok(refused));
@@ -199,11 +273,21 @@ impl Engine for RedbEngine {
     fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
         Box::pin(async move {
             let (reply, rx) = oneshot::channel();
-            {
-                let tx = self.tx.lock().expect("sender lock");
-                let tx = tx.as_ref().ok_or(StorageError::Closed)?;
-                tx.send(Job { req, reply }).map_err(|_| StorageError::Closed)?;
-            }
+            self.send(Task::Write(Job { req, reply }))?;
+            rx.await.map_err(|_| StorageError::Closed)?
+        })
+    }
+
+    fn reset_fence<'a>(
+        &'a self,
+        resource_id: &'a str,
+        to: Option<Fence>,
+        _reason: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
+        Box::pin(async move {
+            super::validate_resource_id(resource_id)?;
+            let (reply, rx) = oneshot::channel();
+            self.send(Task::Reset { resource_id: resource_id.to_owned(), to, reply })?;
             rx.await.map_err(|_| StorageError::Closed)?
         })
     }

@@ -46,6 +46,12 @@ impl StorageService {
                 tracing::warn!(resource = %resource, presented, high_water, reason, "write rejected by the fence");
                 self.metrics.is_flapping(&resource)
             }
+            WriteOutcome::TooFarAhead { max_advance, fence } => {
+                self.metrics.rejected("token_too_far_ahead");
+                let high_water = fence.high_water;
+                tracing::warn!(resource = %resource, presented, high_water, max_advance, "write refused: token too far ahead of the high-water mark");
+                self.metrics.is_flapping(&resource)
+            }
             WriteOutcome::GuardFailed { failure, fence } => {
                 let reason = failure.reason();
                 self.metrics.guard_failed(reason);
@@ -60,6 +66,27 @@ impl StorageService {
     /// Reads an object and the fence.
     pub async fn read(&self, resource_id: &str, file_path: &str) -> Result<ReadResult, StorageError> {
         self.engine.read(resource_id, file_path).await
+    }
+
+    /// An operator's reset of one fence (see [`Engine::reset_fence`]), logged
+    /// with the reason, the fence it replaced and the one it set.
+    pub async fn reset_fence(
+        &self,
+        resource_id: &str,
+        to: Option<Fence>,
+        reason: &str,
+    ) -> Result<Option<Fence>, StorageError> {
+        let before = self.engine.reset_fence(resource_id, to.clone(), reason).await?;
+        tracing::warn!(
+            resource = %resource_id,
+            reason,
+            old_lock = before.as_ref().map(|f| f.lock.as_str()),
+            old_high_water = before.as_ref().map(|f| f.high_water),
+            new_lock = to.as_ref().map(|f| f.lock.as_str()),
+            new_high_water = to.as_ref().map(|f| f.high_water),
+            "fence reset by an operator"
+        );
+        Ok(before)
     }
 
     /// The fence and whether the resource is flapping.

@@ -41,3 +41,19 @@ impl From<Fence> for FenceBody {
         FenceBody { lock_id: f.lock, high_water: f.high_water, sequence: f.sequence }
     }
 }
+
+/// `POST /v1/admin/fences/reset`: an operator replaces one resource's fence.
+/// With `lock_id` and `high_water` the fence becomes exactly that (the
+/// resource is re-bound to `lock_id`); with neither it is removed, so the next
+/// write is a first write. Giving one without the other is refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResetBody {
+    pub resource_id: String,
+    /// Why: logged with the old and new fence (1 to 1024 bytes).
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_water: Option<u64>,
+}

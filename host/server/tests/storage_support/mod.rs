@@ -9,7 +9,7 @@ pub mod postgres;
 pub mod server;
 
 use fencing_host::storage::{Engine, Mutation, StorageError, ValidWrite, WriteOutcome, WriteRequest};
-use fencing_runtime::Rejection;
+use fencing_runtime::{Fence, Rejection};
 use std::sync::Arc;
 
 /// A write as a client asks for it, not yet validated.
@@ -42,6 +42,29 @@ pub async fn run_all(engine: Arc<dyn Engine>, prefix: &str) {
     too_large_changes_nothing(engine.as_ref(), &format!("{prefix}big")).await;
     bad_names(engine.as_ref()).await;
     concurrent_admissions_are_monotonic(engine.clone(), &format!("{prefix}race")).await;
+    reset_replaces_the_fence(engine.as_ref(), &format!("{prefix}reset")).await;
+}
+
+/// An operator's reset: a bricked resource (mark at 2^63-1, the most every
+/// engine stores) written again after its fence is removed; a re-bind to
+/// another lock at a chosen mark; the data itself untouched.
+pub async fn reset_replaces_the_fence(engine: &dyn Engine, r: &str) {
+    let top = i64::MAX as u64;
+    assert!(admitted(&engine.write(req(r, top, "/f", Mutation::Put, b"runaway")).await.unwrap()));
+    assert!(!admitted(&engine.write(req(r, 5, "/f", Mutation::Put, b"real")).await.unwrap()));
+    let before = engine.reset_fence(r, None, "test: runaway token").await.unwrap();
+    assert_eq!(before.map(|f| f.high_water), Some(top));
+    assert_eq!(engine.fence(r).await.unwrap(), None);
+    assert_eq!(engine.read(r, "/f").await.unwrap().bytes.as_deref(), Some(&b"runaway"[..]), "data untouched");
+    assert!(admitted(&engine.write(req(r, 5, "/f", Mutation::Put, b"real")).await.unwrap()));
+    let to = Fence { lock: "other-lock".into(), high_water: 20, sequence: None };
+    let before = engine.reset_fence(r, Some(to.clone()), "test: re-bind").await.unwrap();
+    assert_eq!(before.map(|f| (f.lock, f.high_water)), Some((r.to_owned(), 5)));
+    assert_eq!(engine.fence(r).await.unwrap(), Some(to));
+    let mut w = raw(r, 21, "/f", Mutation::Put, b"rebound");
+    w.lock_id = "other-lock".into();
+    assert!(admitted(&engine.write(w.validate().unwrap()).await.unwrap()));
+    assert!(!admitted(&engine.write(req(r, 30, "/f", Mutation::Put, b"old lock")).await.unwrap()));
 }
 
 /// The GC-pause scenario: A holds 33, B writes with 34, A's late write with 33 is refused; data is B's.

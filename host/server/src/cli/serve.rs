@@ -112,7 +112,8 @@ pub struct ServeArgs {
     /// Refuse (409 `token_too_far_ahead`) a write whose token is more than
     /// this far above its resource's high-water mark, so one runaway token
     /// (say 2^64-1) cannot push a resource out of every real holder's reach.
-    /// Set it above the number of grants a lock can see between two writes.
+    /// Set it well above how far tokens move between two writes (each restart
+    /// of the embedded lock service jumps them by up to 2^20), e.g. 1000000000.
     /// A resource's first write is not bounded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_token_advance: Option<u64>,

@@ -4,7 +4,10 @@
 //!   with the same workload as a conditional `UPDATE` on SQLite ([`sqlite`]).
 //! - [`locks`]: acquire+release cycles over loopback HTTP against the
 //!   embedded backend and, when given, etcd.
+//! - [`restart`]: how long a lock service restart keeps locks away, with
+//!   leases held.
 
 pub mod locks;
+pub mod restart;
 pub mod sqlite;
 pub mod writes;

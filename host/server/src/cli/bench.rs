@@ -30,6 +30,12 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Durable fenced writes/s and latency for 1, 4, 16 writers, beside SQLite's conditional UPDATE.
     Writes(WritesArgs),
+    /// Restart of the embedded lock service with leases held: time to listen, to the first grant, to the first renewal.
+    Restart {
+        /// Leases held at the restart, comma separated for several runs.
+        #[arg(long, value_delimiter = ',', default_value = "0,10000")]
+        held: Vec<usize>,
+    },
     /// Acquire+release cycles with N clients on distinct locks and on one shared lock.
     Locks {
         /// Concurrent clients (each runs acquire -> release in a loop).
@@ -84,6 +90,19 @@ struct WritesArgs {
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Writes(a) => bench_writes(a),
+        BenchCommand::Restart { held } => {
+            let rt = tokio::runtime::Runtime::new()?;
+            let mut reports = Vec::new();
+            for &n in &held {
+                for signal in [nix::sys::signal::Signal::SIGKILL, nix::sys::signal::Signal::SIGTERM] {
+                    let r = rt.block_on(crate::bench::restart::run(n, signal))?;
+                    eprintln!("{} leases, {}: first grant {:.1} ms after spawn", r.held, r.signal, r.to_first_grant_ms);
+                    reports.push(r);
+                }
+            }
+            println!("{}", crate::bench::restart::table(&reports));
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Locks { clients, pipeline, seconds, lease_ms, etcd_endpoints, threads } => {
             bench_locks(clients, &pipeline, seconds, lease_ms, etcd_endpoints, threads)
         }

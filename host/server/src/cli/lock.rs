@@ -37,6 +37,9 @@ enum LockCommand {
         /// Wait (FIFO) up to this long for the lock.
         #[arg(long)]
         wait_ms: Option<u64>,
+        /// Re-enter a lease you hold (server with `--reentrant`): its lock_token.
+        #[arg(long)]
+        lock_token: Option<String>,
     },
     /// Extend a lease.
     Renew { resource_id: String, lock_token: String },
@@ -52,9 +55,8 @@ pub fn run(args: LockArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("start runtime")?;
     rt.block_on(async move {
         let out = match args.command {
-            LockCommand::Acquire { resource_id, client_id, lease_ms, wait_ms } => {
-                let req =
-                    AcquireRequest { resource_id, client_id, lease_duration_ms: lease_ms, wait_ms, lock_token: None };
+            LockCommand::Acquire { resource_id, client_id, lease_ms, wait_ms, lock_token } => {
+                let req = AcquireRequest { resource_id, client_id, lease_duration_ms: lease_ms, wait_ms, lock_token };
                 locks::validate_acquire(&req).map_err(|e| usage(e.to_string()))?;
                 match client.acquire(&req).await.map_err(|e| classify(e, &args.server))? {
                     Acquired::Granted(g) => (serde_json::to_string_pretty(&g)?, ExitCode::SUCCESS),

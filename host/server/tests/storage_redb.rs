@@ -49,3 +49,38 @@ async fn reopen_keeps_data_and_fence() {
     let stale = engine.write(storage_support::req("r", 8, "/f", Mutation::Put, b"old")).await.unwrap();
     assert!(matches!(stale, WriteOutcome::Rejected { .. }));
 }
+
+/// Captures what `tracing` writes, for the reset's log line.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_reset_is_logged_with_its_reason_and_both_fences() {
+    use fencing_host::storage::{FlapConfig, StorageMetrics, StorageService};
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || sink.clone()).with_ansi(false).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(RedbEngine::open(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing).unwrap());
+    let metrics = Arc::new(StorageMetrics::new(&fencing_host::telemetry::Metrics::new(), FlapConfig::default()));
+    let service = StorageService::new(engine, metrics);
+    service.write(storage_support::req("logged", 42, "/f", Mutation::Put, b"x")).await.unwrap();
+    let before = service.reset_fence("logged", None, "ticket 123: runaway client").await.unwrap();
+    assert_eq!(before.map(|f| f.high_water), Some(42));
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = log.lines().find(|l| l.contains("fence reset by an operator")).unwrap_or_else(|| panic!("{log}"));
+    for part in ["WARN", "resource=logged", "ticket 123: runaway client", "old_high_water=42", "old_lock=\"logged\""] {
+        assert!(line.contains(part), "{part} missing from {line}");
+    }
+}

@@ -17,6 +17,7 @@ mod redb;
 mod service;
 mod telemetry;
 mod validate;
+mod wal;
 
 pub use self::postgres::{PgGuard, PostgresEngine};
 pub use self::redb::RedbEngine;

@@ -1,11 +1,15 @@
-//! The embedded engine: redb with group commit.
+//! The embedded engine: redb behind a write-ahead log, with group commit.
 //!
 //! Writers hand their [`ValidWrite`] to one committer thread over a channel.
 //! The committer drains whatever is queued (up to [`MAX_BATCH`]), opens one
-//! redb write transaction with `Durability::Immediate`, decides each write in
-//! arrival order against the fence as left by the earlier writes of the same
-//! batch, applies the admitted ones, commits once (one fsync for the batch),
-//! and only then answers every writer.
+//! redb write transaction, decides each write in arrival order against the
+//! fence as left by the earlier writes of the same batch, applies the
+//! admitted ones, appends them to the log (`wal.rs`: one write, one
+//! `fdatasync` for the batch), commits the transaction without a sync, and
+//! only then answers every writer. A checkpoint (a durable redb commit, then
+//! the log rewound) follows every [`CHECKPOINT_BYTES`] of log or every
+//! second with writes in it; opening the store applies the log's records
+//! beyond the last checkpoint first.
 //!
 //! Invariants:
 //! - the fence check and the write of one request happen inside the single
@@ -13,9 +17,13 @@
 //! - a write that is rejected, fails the guard or exceeds a limit touches no
 //!   table; a failed commit answers every writer of the batch with an error,
 //!   so no unacknowledged write is reported as admitted;
-//! - a reply is sent only after `commit()` returned, so every acknowledged
-//!   write is on disk.
+//! - a reply is sent only after the batch's log records are synced and its
+//!   transaction committed, so every acknowledged write is on disk (in the
+//!   log, or in redb since a checkpoint) and visible to reads;
+//! - a batch whose log write fails is rolled back: no write of it is
+//!   acknowledged or ever visible.
 
+use super::wal::{CHECKPOINT_BYTES, Record, Wal};
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use fencing_runtime::{Fence, Guard, Policy};
@@ -24,12 +32,18 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// resource id -> (lock, high-water, last sequence).
 const FENCES: TableDefinition<&str, (&str, u64, Option<u64>)> = TableDefinition::new("fences");
 /// (resource id, file path) -> object bytes.
 const OBJECTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("objects");
+/// `wal_applied` -> the LSN of the last log record applied, written in the transaction that applied it.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const WAL_APPLIED: &str = "wal_applied";
+/// Longest a log record waits for its checkpoint while writes keep coming.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 /// Most writes decided in one transaction.
 pub const MAX_BATCH: usize = 4096;
@@ -61,19 +75,44 @@ impl RedbEngine {
     pub fn open(dir: &Path, guard: Arc<dyn Guard>, policy: Policy) -> Result<RedbEngine, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::Backend(format!("create {}: {e}", dir.display())))?;
         let db = Database::create(dir.join("fencing.redb")).map_err(StorageError::backend)?;
-        // Create both tables up front so read transactions never see them missing.
+        // Create the tables up front so read transactions never see them missing,
+        // and apply what the log holds beyond the last checkpoint.
         let txn = db.begin_write().map_err(StorageError::backend)?;
         txn.open_table(FENCES).map_err(StorageError::backend)?;
         txn.open_table(OBJECTS).map_err(StorageError::backend)?;
+        let applied = txn
+            .open_table(META)
+            .map_err(StorageError::backend)?
+            .get(WAL_APPLIED)
+            .map_err(StorageError::backend)?
+            .map_or(0, |v| v.value());
+        let (wal, pending) = Wal::open(dir, applied)
+            .map_err(|e| StorageError::Backend(format!("open {}: {e}", dir.join(super::wal::WAL_FILE).display())))?;
+        {
+            let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
+            let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
+            for r in &pending {
+                apply_record(&mut fences, &mut objects, r)?;
+            }
+        }
+        let applied = pending.last().map_or(applied, |r| r.lsn);
+        txn.open_table(META)
+            .map_err(StorageError::backend)?
+            .insert(WAL_APPLIED, applied)
+            .map_err(StorageError::backend)?;
         txn.commit().map_err(StorageError::backend)?;
+        if !pending.is_empty() {
+            tracing::info!(records = pending.len(), applied, "storage: applied the write-ahead log");
+        }
         let db = Arc::new(db);
+        let log = Log { wal, next_lsn: applied + 1, checkpointed: Instant::now() };
         let (tx, rx) = mpsc::channel::<Task>();
         let committer_db = db.clone();
         let max_advance = Arc::new(AtomicU64::new(u64::MAX));
         let rules = Rules { guard, policy, max_advance: max_advance.clone() };
         let committer = std::thread::Builder::new()
             .name("fencing-redb-commit".into())
-            .spawn(move || run_committer(&committer_db, &rules, rx))
+            .spawn(move || run_committer(&committer_db, &rules, log, rx))
             .map_err(StorageError::backend)?;
         Ok(RedbEngine { db, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
     }
@@ -116,7 +155,14 @@ struct Rules {
     max_advance: Arc<AtomicU64>,
 }
 
-fn run_committer(db: &Database, rules: &Rules, rx: mpsc::Receiver<Task>) {
+/// The committer's log and where it stands.
+struct Log {
+    wal: Wal,
+    next_lsn: u64,
+    checkpointed: Instant,
+}
+
+fn run_committer(db: &Database, rules: &Rules, mut log: Log, rx: mpsc::Receiver<Task>) {
     let mut pending = rx.recv().ok();
     while let Some(first) = pending.take() {
         let first = match first {
@@ -139,7 +185,16 @@ fn run_committer(db: &Database, rules: &Rules, rx: mpsc::Receiver<Task>) {
                 Err(_) => break,
             }
         }
-        commit_jobs(db, rules, batch);
+        commit_jobs(db, rules, &mut log, batch);
+        if log.wal.len() >= CHECKPOINT_BYTES || (log.wal.len() > 0 && log.checkpointed.elapsed() >= CHECKPOINT_EVERY) {
+            match checkpoint(db) {
+                Ok(()) => {
+                    log.wal.rewind();
+                    log.checkpointed = Instant::now();
+                }
+                Err(e) => tracing::error!(error = %e, "storage checkpoint failed; the log keeps its records"),
+            }
+        }
         if pending.is_none() {
             pending = rx.recv().ok();
         }
@@ -169,9 +224,21 @@ fn reset(db: &Database, resource_id: &str, to: Option<Fence>) -> Result<Option<F
     Ok(before)
 }
 
-fn commit_jobs(db: &Database, rules: &Rules, batch: Vec<Job>) {
+/// A durable commit: every earlier commit (and the LSN they applied) is on disk, so the log can be rewound.
+fn checkpoint(db: &Database) -> Result<(), StorageError> {
+    let mut txn = db.begin_write().map_err(StorageError::backend)?;
+    txn.set_durability(Durability::Immediate).map_err(StorageError::backend)?;
     {
-        match commit_batch(db, rules, &batch) {
+        let mut meta = txn.open_table(META).map_err(StorageError::backend)?;
+        let applied = meta.get(WAL_APPLIED).map_err(StorageError::backend)?.map_or(0, |v| v.value());
+        meta.insert(WAL_APPLIED, applied).map_err(StorageError::backend)?;
+    }
+    txn.commit().map_err(StorageError::backend)
+}
+
+fn commit_jobs(db: &Database, rules: &Rules, log: &mut Log, batch: Vec<Job>) {
+    {
+        match commit_batch(db, rules, log, &batch) {
             Ok(outcomes) => {
                 for (job, outcome) in batch.into_iter().zip(outcomes) {
                     let _ = job.reply.send(outcome);
@@ -192,11 +259,13 @@ fn commit_jobs(db: &Database, rules: &Rules, batch: Vec<Job>) {
 fn commit_batch(
     db: &Database,
     rules: &Rules,
+    log: &mut Log,
     batch: &[Job],
 ) -> Result<Vec<Result<WriteOutcome, StorageError>>, StorageError> {
     let mut txn = db.begin_write().map_err(StorageError::backend)?;
-    txn.set_durability(Durability::Immediate).map_err(StorageError::backend)?;
+    txn.set_durability(Durability::None).map_err(StorageError::backend)?;
     let mut outcomes = Vec::with_capacity(batch.len());
+    let mut records = Vec::new();
     {
         let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
         let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
@@ -234,11 +303,54 @@ fn commit_batch(
             fences
                 .insert(req.resource_id.as_str(), (fence.lock.as_str(), fence.high_water, fence.sequence))
                 .map_err(StorageError::backend)?;
+            records.push(Record {
+                lsn: log.next_lsn + records.len() as u64,
+                resource_id: req.resource_id.clone(),
+                file_path: req.file_path.clone(),
+                mutation: req.mutation,
+                bytes: req.bytes.clone(),
+                lock: fence.lock,
+                high_water: fence.high_water,
+                sequence: fence.sequence,
+            });
             outcomes.push(Ok(admission.into()));
         }
     }
+    if records.is_empty() {
+        txn.abort().map_err(StorageError::backend)?;
+        return Ok(outcomes);
+    }
+    let last = log.next_lsn + records.len() as u64 - 1;
+    txn.open_table(META).map_err(StorageError::backend)?.insert(WAL_APPLIED, last).map_err(StorageError::backend)?;
+    // Durable in the log first; dropping `txn` on failure rolls the batch back.
+    log.wal
+        .append(&records)
+        .map_err(|e| StorageError::Backend(format!("write-ahead log {}: {e}", log.wal.path().display())))?;
+    log.next_lsn = last + 1;
     txn.commit().map_err(StorageError::backend)?;
     Ok(outcomes)
+}
+
+/// Applies a logged write again (opening the store): the same changes its batch made.
+fn apply_record(
+    fences: &mut ::redb::Table<&str, (&str, u64, Option<u64>)>,
+    objects: &mut ::redb::Table<(&str, &str), &[u8]>,
+    r: &Record,
+) -> Result<(), StorageError> {
+    let key = (r.resource_id.as_str(), r.file_path.as_str());
+    let old = objects.get(key).map_err(StorageError::backend)?.map(|v| v.value().to_vec());
+    match apply_mutation(old.as_deref(), r.mutation, &r.bytes)? {
+        Some(bytes) => {
+            objects.insert(key, bytes.as_slice()).map_err(StorageError::backend)?;
+        }
+        None => {
+            objects.remove(key).map_err(StorageError::backend)?;
+        }
+    }
+    fences
+        .insert(r.resource_id.as_str(), (r.lock.as_str(), r.high_water, r.sequence))
+        .map_err(StorageError::backend)?;
+    Ok(())
 }
 
 /// Applies `mutation` to `current`, enforcing the object size limit. `None` result: delete.

@@ -8,13 +8,16 @@
 //! # Layout
 //! - [`wire`]: the JSON bodies of both APIs, one definition each.
 //! - [`http`]: errors naming the field and the server loop (`mod.rs`), body
-//!   limit and JSON decoding (`body.rs`), bearer auth, the storage and lock routes.
+//!   limit and JSON decoding (`body.rs`), bearer auth, the storage, lock and
+//!   admin (fence reset) routes.
 //! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
 //!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
-//!   and PostgreSQL backends, the service and its telemetry.
+//!   (behind its write-ahead log, `wal.rs`) and PostgreSQL backends, the
+//!   service and its telemetry.
 //! - [`locks`]: the lock service (leases with fencing tokens): validation into
-//!   `ValidAcquire`, lease ids, the embedded backend (with its generation
-//!   clock) and etcd.
+//!   `ValidAcquire`, lease ids, the embedded backend (its shards, lease
+//!   journal and generation clock) and etcd.
+//! - `records` (private): the record framing both durable logs share.
 //! - [`client`]: HTTP clients, including the lease-keeping lock client.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //! - [`vectors`]: the shared test vectors (`tests/vectors/*.json`) and their runner.
@@ -30,6 +33,7 @@ pub mod cli;
 pub mod client;
 pub mod http;
 pub mod locks;
+mod records;
 pub mod storage;
 pub mod telemetry;
 pub mod vectors;

@@ -23,6 +23,7 @@
 //! - the file is zero-filled ahead of the records (4 MiB at a time), so a
 //!   batch overwrites allocated blocks; replay stops at a zero length.
 
+use crate::records::{self, Reader};
 use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
@@ -236,14 +237,7 @@ impl Writer {
     fn preallocate(&mut self, end: u64) -> std::io::Result<()> {
         let file = self.file.as_ref().expect("the journal file is open");
         let target = end.div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
-        let zeros = vec![0u8; 1 << 20];
-        let mut at = self.allocated;
-        while at < target {
-            let n = (target - at).min(zeros.len() as u64) as usize;
-            file.write_all_at(&zeros[..n], at)?;
-            at += n as u64;
-        }
-        file.sync_all()?;
+        records::zero_fill(file, self.allocated, target)?;
         self.allocated = target;
         Ok(())
     }
@@ -303,8 +297,7 @@ fn record_len(r: &LeaseRecord) -> usize {
 }
 
 fn encode(change: &Change, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; 8]);
+    let start = records::begin(out);
     let (kind, name, lease) = match change {
         Change::Hold(r) => (HOLD, &r.name, r.lease),
         Change::Renew { name, lease, .. } => (RENEW, name, *lease),
@@ -322,11 +315,7 @@ fn encode(change: &Change, out: &mut Vec<u8>) {
         Change::Renew { lease_ms, .. } => out.extend_from_slice(&lease_ms.to_le_bytes()),
         Change::Release { .. } => {}
     }
-    let payload = &out[start + 8..];
-    let len = payload.len() as u32;
-    let crc = crc32fast::hash(payload);
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    records::finish(out, start);
 }
 
 /// Names are at most 256 bytes (validated before they reach the service), so a u16 length holds them.
@@ -349,17 +338,7 @@ fn replay(path: &Path) -> Result<Vec<LeaseRecord>, JournalError> {
     };
     let mut live: HashMap<Arc<str>, LeaseRecord> = HashMap::new();
     let mut at = 0usize;
-    while at + 8 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        if len == 0 {
-            // The zeros preallocated past the last record (no record is empty).
-            break;
-        }
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        let Some(payload) = bytes.get(at + 8..at + 8 + len) else { break };
-        if crc32fast::hash(payload) != crc {
-            break;
-        }
+    while let Some(payload) = records::payload_at(&bytes, at) {
         let change = decode(payload).ok_or_else(|| JournalError::Corrupt {
             path: path.to_path_buf(),
             offset: at as u64,
@@ -376,7 +355,7 @@ fn replay(path: &Path) -> Result<Vec<LeaseRecord>, JournalError> {
                 }
             }
         }
-        at += 8 + len;
+        at += 8 + payload.len();
     }
     if bytes[at..].iter().any(|&b| b != 0) {
         tracing::warn!(path = %path.display(), dropped = bytes.len() - at, "lease journal ends in an unsynced batch; dropping it");
@@ -387,40 +366,20 @@ fn replay(path: &Path) -> Result<Vec<LeaseRecord>, JournalError> {
 fn decode(p: &[u8]) -> Option<Change> {
     let mut r = Reader(p);
     let kind = r.u8()?;
-    let name: Arc<str> = r.str()?.into();
-    let lease = u128::from_le_bytes(r.take(16)?.try_into().ok()?);
+    let name: Arc<str> = r.str16()?.into();
+    let lease = r.u128()?;
     let change = match kind {
         HOLD => {
             let token = r.u64()?;
             let lease_ms = r.u64()?;
-            let client_id = r.str()?.to_string();
+            let client_id = r.str16()?.to_string();
             Change::Hold(LeaseRecord { name, lease, client_id, token, lease_ms })
         }
         RENEW => Change::Renew { name, lease, lease_ms: r.u64()? },
         RELEASE => Change::Release { name, lease },
         _ => return None,
     };
-    r.0.is_empty().then_some(change)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn str(&mut self) -> Option<&'a str> {
-        let n = u16::from_le_bytes(self.take(2)?.try_into().ok()?) as usize;
-        std::str::from_utf8(self.take(n)?).ok()
-    }
+    r.done().then_some(change)
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
 //!   allocated blocks and its `fdatasync` has no file size to commit.
 
 use super::Mutation;
+use crate::records::{self, Reader};
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -130,14 +131,7 @@ impl Wal {
 
     fn preallocate(&mut self, end: u64) -> std::io::Result<()> {
         let target = end.div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
-        let zeros = vec![0u8; 1 << 20];
-        let mut at = self.allocated;
-        while at < target {
-            let n = (target - at).min(zeros.len() as u64) as usize;
-            self.file.write_all_at(&zeros[..n], at)?;
-            at += n as u64;
-        }
-        self.file.sync_all()?;
+        records::zero_fill(&self.file, self.allocated, target)?;
         self.allocated = target;
         Ok(())
     }
@@ -162,8 +156,7 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 
 /// `[len u32][crc32 u32][payload]`, the payload starting with the LSN.
 fn encode(r: &Record, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; 8]);
+    let start = records::begin(out);
     out.extend_from_slice(&r.lsn.to_le_bytes());
     out.push(mutation_code(r.mutation));
     put_bytes(out, r.resource_id.as_bytes());
@@ -178,10 +171,7 @@ fn encode(r: &Record, out: &mut Vec<u8>) {
         }
         None => out.push(0),
     }
-    let payload = &out[start + 8..];
-    let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    records::finish(out, start);
 }
 
 /// The records after `applied` in the chain that starts at offset 0 (each
@@ -191,13 +181,7 @@ fn replay(bytes: &[u8], applied: u64) -> Vec<Record> {
     let mut out = Vec::new();
     let mut at = 0usize;
     let mut previous: Option<u64> = None;
-    while at + 8 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        let Some(payload) = bytes.get(at + 8..at + 8 + len) else { break };
-        if len == 0 || crc32fast::hash(payload) != crc {
-            break;
-        }
+    while let Some(payload) = records::payload_at(bytes, at) {
         let Some(r) = decode(payload) else { break };
         if previous.is_some_and(|p| r.lsn != p + 1) {
             break;
@@ -211,7 +195,7 @@ fn replay(bytes: &[u8], applied: u64) -> Vec<Record> {
             }
             out.push(r);
         }
-        at += 8 + len;
+        at += 8 + payload.len();
     }
     out
 }
@@ -219,40 +203,23 @@ fn replay(bytes: &[u8], applied: u64) -> Vec<Record> {
 fn decode(p: &[u8]) -> Option<Record> {
     let mut r = Reader(p);
     let lsn = r.u64()?;
-    let mutation = match r.take(1)?[0] {
+    let mutation = match r.u8()? {
         1 => Mutation::Put,
         2 => Mutation::Append,
         3 => Mutation::Delete,
         _ => return None,
     };
-    let resource_id = String::from_utf8(r.bytes()?.to_vec()).ok()?;
-    let file_path = String::from_utf8(r.bytes()?.to_vec()).ok()?;
-    let bytes = r.bytes()?.to_vec();
-    let lock = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+    let resource_id = String::from_utf8(r.bytes32()?.to_vec()).ok()?;
+    let file_path = String::from_utf8(r.bytes32()?.to_vec()).ok()?;
+    let bytes = r.bytes32()?.to_vec();
+    let lock = String::from_utf8(r.bytes32()?.to_vec()).ok()?;
     let high_water = r.u64()?;
-    let sequence = match r.take(1)?[0] {
+    let sequence = match r.u8()? {
         0 => None,
         1 => Some(r.u64()?),
         _ => return None,
     };
-    r.0.is_empty().then_some(Record { lsn, resource_id, file_path, mutation, bytes, lock, high_water, sequence })
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
-        self.take(n)
-    }
+    r.done().then_some(Record { lsn, resource_id, file_path, mutation, bytes, lock, high_water, sequence })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //! - a batch whose log write fails is rolled back: no write of it is
 //!   acknowledged or ever visible.
 
-use super::wal::{CHECKPOINT_BYTES, Record, Wal};
+use super::wal::{CHECKPOINT_BYTES, RecordRef, Wal};
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use fencing_runtime::{Fence, Guard, Policy};
@@ -92,7 +92,7 @@ impl RedbEngine {
             let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
             let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
             for r in &pending {
-                apply_record(&mut fences, &mut objects, r)?;
+                apply_record(&mut fences, &mut objects, &r.borrowed())?;
             }
         }
         let applied = pending.last().map_or(applied, |r| r.lsn);
@@ -265,7 +265,9 @@ fn commit_batch(
     let mut txn = db.begin_write().map_err(StorageError::backend)?;
     txn.set_durability(Durability::None).map_err(StorageError::backend)?;
     let mut outcomes = Vec::with_capacity(batch.len());
-    let mut records = Vec::new();
+    // Admitted writes are staged in the log's buffer as they are applied.
+    log.wal.begin_batch();
+    let mut staged = 0u64;
     {
         let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
         let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
@@ -282,49 +284,39 @@ fn commit_batch(
                     continue;
                 }
             };
-            let key = (req.resource_id.as_str(), req.file_path.as_str());
-            let old = objects.get(key).map_err(StorageError::backend)?.map(|v| v.value().to_vec());
-            let new = match apply_mutation(old.as_deref(), req.mutation, &req.bytes) {
-                Ok(new) => new,
-                Err(e) => {
+            let record = RecordRef {
+                lsn: log.next_lsn + staged,
+                resource_id: &req.resource_id,
+                file_path: &req.file_path,
+                mutation: req.mutation,
+                bytes: &req.bytes,
+                lock: &req.lock_id,
+                high_water: admission.high_water,
+                sequence: admission.sequence,
+            };
+            // The same application replay makes; only an object over the size limit fails alone.
+            match apply_record(&mut fences, &mut objects, &record) {
+                Ok(()) => {}
+                Err(e @ StorageError::TooLarge { .. }) => {
                     outcomes.push(Err(e));
                     continue;
                 }
-            };
-            match new {
-                Some(bytes) => {
-                    objects.insert(key, bytes.as_slice()).map_err(StorageError::backend)?;
-                }
-                None => {
-                    objects.remove(key).map_err(StorageError::backend)?;
-                }
+                Err(e) => return Err(e),
             }
-            let fence = next_fence(&req.lock_id, admission.high_water, admission.sequence);
-            fences
-                .insert(req.resource_id.as_str(), (fence.lock.as_str(), fence.high_water, fence.sequence))
-                .map_err(StorageError::backend)?;
-            records.push(Record {
-                lsn: log.next_lsn + records.len() as u64,
-                resource_id: req.resource_id.clone(),
-                file_path: req.file_path.clone(),
-                mutation: req.mutation,
-                bytes: req.bytes.clone(),
-                lock: fence.lock,
-                high_water: fence.high_water,
-                sequence: fence.sequence,
-            });
+            log.wal.stage(&record);
+            staged += 1;
             outcomes.push(Ok(admission.into()));
         }
     }
-    if records.is_empty() {
+    if staged == 0 {
         txn.abort().map_err(StorageError::backend)?;
         return Ok(outcomes);
     }
-    let last = log.next_lsn + records.len() as u64 - 1;
+    let last = log.next_lsn + staged - 1;
     txn.open_table(META).map_err(StorageError::backend)?.insert(WAL_APPLIED, last).map_err(StorageError::backend)?;
     // Durable in the log first; dropping `txn` on failure rolls the batch back.
     log.wal
-        .append(&records)
+        .append_batch()
         .map_err(|e| StorageError::Backend(format!("write-ahead log {}: {e}", log.wal.path().display())))?;
     log.next_lsn = last + 1;
     txn.commit().map_err(StorageError::backend)?;
@@ -335,11 +327,11 @@ fn commit_batch(
 fn apply_record(
     fences: &mut ::redb::Table<&str, (&str, u64, Option<u64>)>,
     objects: &mut ::redb::Table<(&str, &str), &[u8]>,
-    r: &Record,
+    r: &RecordRef<'_>,
 ) -> Result<(), StorageError> {
-    let key = (r.resource_id.as_str(), r.file_path.as_str());
+    let key = (r.resource_id, r.file_path);
     let old = objects.get(key).map_err(StorageError::backend)?.map(|v| v.value().to_vec());
-    match apply_mutation(old.as_deref(), r.mutation, &r.bytes)? {
+    match apply_mutation(old.as_deref(), r.mutation, r.bytes)? {
         Some(bytes) => {
             objects.insert(key, bytes.as_slice()).map_err(StorageError::backend)?;
         }
@@ -347,9 +339,7 @@ fn apply_record(
             objects.remove(key).map_err(StorageError::backend)?;
         }
     }
-    fences
-        .insert(r.resource_id.as_str(), (r.lock.as_str(), r.high_water, r.sequence))
-        .map_err(StorageError::backend)?;
+    fences.insert(r.resource_id, (r.lock, r.high_water, r.sequence)).map_err(StorageError::backend)?;
     Ok(())
 }
 
@@ -370,11 +360,6 @@ fn apply_mutation(current: Option<&[u8]>, mutation: Mutation, bytes: &[u8]) -> R
             Ok(Some(out))
         }
     }
-}
-
-/// The fence to persist after `admission` of a write under `lock`.
-fn next_fence(lock: &str, high_water: u64, sequence: Option<u64>) -> Fence {
-    Fence { lock: lock.to_owned(), high_water, sequence }
 }
 
 impl Engine for RedbEngine {

@@ -53,6 +53,36 @@ pub struct Record {
     pub sequence: Option<u64>,
 }
 
+/// A write being logged, borrowed from its request: staged without copying
+/// its bytes anywhere but into the batch's one buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    pub lsn: u64,
+    pub resource_id: &'a str,
+    pub file_path: &'a str,
+    pub mutation: Mutation,
+    pub bytes: &'a [u8],
+    pub lock: &'a str,
+    pub high_water: u64,
+    pub sequence: Option<u64>,
+}
+
+impl Record {
+    /// This record as a [`RecordRef`].
+    pub fn borrowed(&self) -> RecordRef<'_> {
+        RecordRef {
+            lsn: self.lsn,
+            resource_id: &self.resource_id,
+            file_path: &self.file_path,
+            mutation: self.mutation,
+            bytes: &self.bytes,
+            lock: &self.lock,
+            high_water: self.high_water,
+            sequence: self.sequence,
+        }
+    }
+}
+
 /// The log; owned by the store's committer thread.
 pub struct Wal {
     path: PathBuf,
@@ -83,18 +113,29 @@ impl Wal {
         self.len
     }
 
-    /// Appends `records` in one write and syncs them. On error nothing of the
-    /// batch counts: its bytes are zeroed (so no record of it can continue a
-    /// later batch's chain at replay) and the next batch is written at the
-    /// same place; if even that fails, every later append fails too.
-    pub fn append(&mut self, records: &[Record]) -> std::io::Result<()> {
-        if records.is_empty() {
+    /// Starts a batch: drops whatever an abandoned batch staged.
+    pub fn begin_batch(&mut self) {
+        self.buf.clear();
+    }
+
+    /// Adds `r` to the batch [`Wal::append_batch`] writes.
+    pub fn stage(&mut self, r: &RecordRef<'_>) {
+        encode(r, &mut self.buf);
+    }
+
+    /// Writes the staged batch in one write and syncs it. On error nothing
+    /// of the batch counts: its bytes are zeroed (so no record of it can
+    /// continue a later batch's chain at replay) and the next batch is
+    /// written at the same place; if even that fails, every later append
+    /// fails too.
+    pub fn append_batch(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
             return Ok(());
         }
         if self.poisoned {
             return Err(std::io::Error::other("an earlier failed batch could not be cleared; restart the store"));
         }
-        let result = self.write_batch(records);
+        let result = self.write_batch();
         if result.is_err() {
             let end = (self.len + self.buf.len() as u64).min(self.allocated);
             let cleared = self
@@ -106,14 +147,11 @@ impl Wal {
                 self.poisoned = true;
             }
         }
+        self.buf.clear();
         result
     }
 
-    fn write_batch(&mut self, records: &[Record]) -> std::io::Result<()> {
-        self.buf.clear();
-        for r in records {
-            encode(r, &mut self.buf);
-        }
+    fn write_batch(&mut self) -> std::io::Result<()> {
         let end = self.len + self.buf.len() as u64;
         if end > self.allocated {
             self.preallocate(end)?;
@@ -155,13 +193,13 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// `[len u32][crc32 u32][payload]`, the payload starting with the LSN.
-fn encode(r: &Record, out: &mut Vec<u8>) {
+fn encode(r: &RecordRef<'_>, out: &mut Vec<u8>) {
     let start = records::begin(out);
     out.extend_from_slice(&r.lsn.to_le_bytes());
     out.push(mutation_code(r.mutation));
     put_bytes(out, r.resource_id.as_bytes());
     put_bytes(out, r.file_path.as_bytes());
-    put_bytes(out, &r.bytes);
+    put_bytes(out, r.bytes);
     put_bytes(out, r.lock.as_bytes());
     out.extend_from_slice(&r.high_water.to_le_bytes());
     match r.sequence {
@@ -239,19 +277,27 @@ mod tests {
         }
     }
 
+    fn append(wal: &mut Wal, records: &[Record]) {
+        wal.begin_batch();
+        for r in records {
+            wal.stage(&r.borrowed());
+        }
+        wal.append_batch().unwrap();
+    }
+
     #[test]
     fn replay_follows_the_chain_from_applied_and_stops_at_a_tear_or_an_old_record() {
         let dir = tempfile::tempdir().unwrap();
         let (mut wal, pending) = Wal::open(dir.path(), 0).unwrap();
         assert!(pending.is_empty());
-        wal.append(&[rec(1, b"a"), rec(2, b"bb")]).unwrap();
-        wal.append(&[rec(3, b"ccc")]).unwrap();
+        append(&mut wal, &[rec(1, b"a"), rec(2, b"bb")]);
+        append(&mut wal, &[rec(3, b"ccc")]);
         drop(wal);
         assert_eq!(Wal::open(dir.path(), 0).unwrap().1, vec![rec(1, b"a"), rec(2, b"bb"), rec(3, b"ccc")]);
         assert_eq!(Wal::open(dir.path(), 2).unwrap().1, vec![rec(3, b"ccc")]);
         // After a checkpoint at 3 and a rewind, a shorter new record leaves old ones behind it: ignored.
         let (mut wal, _) = Wal::open(dir.path(), 3).unwrap();
-        wal.append(&[rec(4, b"d")]).unwrap();
+        append(&mut wal, &[rec(4, b"d")]);
         drop(wal);
         assert_eq!(Wal::open(dir.path(), 3).unwrap().1, vec![rec(4, b"d")]);
         assert!(Wal::open(dir.path(), 4).unwrap().1.is_empty());

@@ -1,7 +1,7 @@
-//! The framing both durable logs share (the lease journal,
-//! `locks/journal.rs`, and the store's write-ahead log, `storage/wal.rs`):
-//! records `[len u32][crc32 u32][payload]`, little-endian, in files that are
-//! zero-filled ahead of their records.
+//! What both durable logs share (the lease journal, `locks/journal.rs`, and
+//! the store's write-ahead log, `storage/wal.rs`): records `[len u32][crc32
+//! u32][payload]`, little-endian, and [`RecordFile`], the zero-filled file
+//! their batches are written and synced into.
 //!
 //! Invariant: no record is empty, so a zero length is where the records end
 //! (the preallocated zeros); a record that is short or fails its checksum is
@@ -34,16 +34,79 @@ pub(crate) fn payload_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
     (len > 0 && crc32fast::hash(payload) == crc).then_some(payload)
 }
 
-/// Zero-fills `file` from `from` to `to` and syncs it with its size.
-pub(crate) fn zero_fill(file: &File, from: u64, to: u64) -> std::io::Result<()> {
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = from;
-    while at < to {
-        let n = (to - at).min(zeros.len() as u64) as usize;
-        file.write_all_at(&zeros[..n], at)?;
-        at += n as u64;
+/// A file of records, zero-filled ahead of them: batches are written at the
+/// end of the records in one write and synced with `fdatasync`, which then
+/// has no file size to commit (overwriting allocated blocks measured about a
+/// third faster here than appending).
+///
+/// Invariant: zeros follow the records up to `allocated`. A batch whose write
+/// or sync fails is zeroed again, so none of its records can follow a later
+/// batch's at replay; if even that fails, the file refuses every later batch.
+pub(crate) struct RecordFile {
+    file: File,
+    /// Bytes of records known synced.
+    len: u64,
+    /// The file's size.
+    allocated: u64,
+    /// The file grows by this much at a time.
+    step: u64,
+    poisoned: bool,
+}
+
+impl RecordFile {
+    /// `file` holding `len` bytes of records and `allocated` bytes in all.
+    pub fn new(file: File, len: u64, allocated: u64, step: u64) -> RecordFile {
+        RecordFile { file, len, allocated, step, poisoned: false }
     }
-    file.sync_all()
+
+    /// Bytes of records.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Writes the next batch at offset 0 again, over records no longer needed.
+    pub fn rewind(&mut self) {
+        self.len = 0;
+    }
+
+    /// Zero-fills the file past `end` (a whole number of steps) and syncs its size.
+    pub fn reserve(&mut self, end: u64) -> std::io::Result<()> {
+        let target = end.div_ceil(self.step) * self.step;
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = self.allocated;
+        while at < target {
+            let n = (target - at).min(zeros.len() as u64) as usize;
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        self.file.sync_all()?;
+        self.allocated = self.allocated.max(target);
+        Ok(())
+    }
+
+    /// Writes `batch` after the records and syncs it; on error nothing of it counts.
+    pub fn append(&mut self, batch: &[u8]) -> std::io::Result<()> {
+        if self.poisoned {
+            return Err(std::io::Error::other("an earlier failed batch could not be cleared; restart the service"));
+        }
+        let end = self.len + batch.len() as u64;
+        if end > self.allocated {
+            self.reserve(end)?;
+        }
+        let result = self.file.write_all_at(batch, self.len).and_then(|()| self.file.sync_data());
+        match &result {
+            Ok(()) => self.len = end,
+            Err(_) => {
+                let cleared =
+                    self.file.write_all_at(&vec![0; batch.len()], self.len).and_then(|()| self.file.sync_data());
+                if let Err(e) = cleared {
+                    tracing::error!(error = %e, "cannot clear a failed batch of records");
+                    self.poisoned = true;
+                }
+            }
+        }
+        result
+    }
 }
 
 /// Reads a payload's fields in order; every getter is `None` past the end.

@@ -13,21 +13,20 @@
 //!   record that is short or fails its checksum, which can only belong to a
 //!   batch that was never synced, hence never acknowledged, and the file is
 //!   rewritten without it before anything else is appended;
-//! - a failed batch is cut off the file (truncated back to the last synced
-//!   length) and every caller waiting on it gets the error; later batches
-//!   start again from that length, so a full disk fails writes while it
-//!   lasts and never leaves a torn record in the middle of the file;
+//! - a failed batch is zeroed in the file ([`RecordFile`]) and every caller
+//!   waiting on it gets the error; later batches start again where it
+//!   started, so a full disk fails writes while it lasts and never leaves a
+//!   torn record in the middle of the file;
 //! - the file is rewritten (to a temporary file, synced, renamed, directory
 //!   synced) with only the leases still running whenever it has grown to
 //!   four times that size, so it stays proportional to the held locks;
 //! - the file is zero-filled ahead of the records (4 MiB at a time), so a
 //!   batch overwrites allocated blocks; replay stops at a zero length.
 
-use crate::records::{self, Reader};
+use crate::records::{self, Reader, RecordFile};
 use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -104,16 +103,7 @@ impl Journal {
             .iter()
             .map(|r| (r.name.clone(), Live { expires: now + Duration::from_millis(r.lease_ms), record: r.clone() }))
             .collect();
-        let mut writer = Writer {
-            dir: dir.to_path_buf(),
-            path,
-            file: None,
-            len: 0,
-            allocated: 0,
-            live,
-            live_bytes: 0,
-            failed: None,
-        };
+        let mut writer = Writer { dir: dir.to_path_buf(), path, file: None, live, live_bytes: 0 };
         writer.compact()?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -126,10 +116,8 @@ impl Journal {
     /// Appends `change`; the receiver resolves once it is durable.
     pub fn append(&self, change: Change) -> Durable {
         let (done, rx) = oneshot::channel();
-        if self.tx.send(Message { change, done: Some(done) }).is_err() {
-            let (done, rx) = oneshot::channel();
-            let _ = done.send(Err(JournalError::Stopped));
-            return rx;
+        if let Err(mpsc::SendError(m)) = self.tx.send(Message { change, done: Some(done) }) {
+            let _ = m.done.expect("set above").send(Err(JournalError::Stopped));
         }
         rx
     }
@@ -148,17 +136,12 @@ struct Live {
 struct Writer {
     dir: PathBuf,
     path: PathBuf,
-    file: Option<fs::File>,
-    /// Bytes of records known synced; zeros follow them up to `allocated`.
-    len: u64,
-    /// The file's size.
-    allocated: u64,
+    /// `None` only until the first compaction, in `open`.
+    file: Option<RecordFile>,
     /// The leases the journal holds, as replay would restore them; expired ones are dropped at compaction.
     live: HashMap<Arc<str>, Live>,
     /// What `live` takes in the file, were it rewritten now.
     live_bytes: u64,
-    /// Set when the file could not be brought back to a known length; every later batch fails with it.
-    failed: Option<JournalError>,
 }
 
 impl Writer {
@@ -190,7 +173,7 @@ impl Writer {
                 }
             }
             if result.is_ok()
-                && self.len >= COMPACT_MIN_BYTES.max(4 * self.live_bytes)
+                && self.file.as_ref().is_some_and(|f| f.len() >= COMPACT_MIN_BYTES.max(4 * self.live_bytes))
                 && let Err(e) = self.compact()
             {
                 tracing::error!(error = %e, "cannot compact the lease journal");
@@ -203,43 +186,7 @@ impl Writer {
     }
 
     fn write(&mut self, buf: &[u8]) -> Result<(), JournalError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        let end = self.len + buf.len() as u64;
-        if end > self.allocated {
-            self.preallocate(end).map_err(|e| self.io(e))?;
-        }
-        let file = self.file.as_ref().expect("the journal file is open");
-        let result = file.write_all_at(buf, self.len).and_then(|()| file.sync_data());
-        match result {
-            Ok(()) => {
-                self.len = end;
-                Ok(())
-            }
-            Err(e) => {
-                let err = self.io(e);
-                // Zero the failed batch, so a later batch never follows a torn record.
-                let restored = file.write_all_at(&vec![0; buf.len()], self.len).and_then(|()| file.sync_data());
-                if let Err(e) = restored {
-                    tracing::error!(error = %e, "cannot clear a failed batch from the lease journal");
-                    self.failed = Some(self.io(e));
-                }
-                Err(err)
-            }
-        }
-    }
-
-    /// Extends the file with zeros to past `end`, a [`PREALLOCATE_BYTES`] step
-    /// at a time, and syncs its size: a batch then overwrites allocated
-    /// blocks, and its `fdatasync` has no file size to commit (about a third
-    /// faster here than appending).
-    fn preallocate(&mut self, end: u64) -> std::io::Result<()> {
-        let file = self.file.as_ref().expect("the journal file is open");
-        let target = end.div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
-        records::zero_fill(file, self.allocated, target)?;
-        self.allocated = target;
-        Ok(())
+        self.file.as_mut().expect("the journal file is open").append(buf).map_err(|e| self.io(e))
     }
 
     fn apply(&mut self, change: &Change, now: Instant) {
@@ -284,11 +231,11 @@ impl Writer {
         fs::rename(&tmp, &self.path).map_err(|e| self.io(e))?;
         fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| self.io(e))?;
         let file = fs::OpenOptions::new().read(true).write(true).open(&self.path).map_err(|e| self.io(e))?;
+        let len = buf.len() as u64;
+        let mut file = RecordFile::new(file, len, len, PREALLOCATE_BYTES);
+        file.reserve(len + 1).map_err(|e| self.io(e))?;
         self.file = Some(file);
-        self.len = buf.len() as u64;
-        self.allocated = self.len;
-        self.failed = None;
-        self.preallocate(self.len + 1).map_err(|e| self.io(e))
+        Ok(())
     }
 }
 

@@ -26,10 +26,9 @@
 //!   allocated blocks and its `fdatasync` has no file size to commit.
 
 use super::Mutation;
-use crate::records::{self, Reader};
+use crate::records::{self, Reader, RecordFile};
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// File name of the log inside the store's directory.
@@ -86,13 +85,9 @@ impl Record {
 /// The log; owned by the store's committer thread.
 pub struct Wal {
     path: PathBuf,
-    file: fs::File,
-    /// Where the next batch goes.
-    len: u64,
-    allocated: u64,
+    file: RecordFile,
+    /// The batch being staged.
     buf: Vec<u8>,
-    /// A failed batch could not be zeroed: appending more could revive it at replay.
-    poisoned: bool,
 }
 
 impl Wal {
@@ -104,13 +99,13 @@ impl Wal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let pending = replay(&bytes, applied);
-        let allocated = bytes.len() as u64;
-        Ok((Wal { path, file, len: 0, allocated, buf: Vec::new(), poisoned: false }, pending))
+        let file = RecordFile::new(file, 0, bytes.len() as u64, PREALLOCATE_BYTES);
+        Ok((Wal { path, file, buf: Vec::new() }, pending))
     }
 
     /// Bytes of records since the last rewind.
     pub fn len(&self) -> u64 {
-        self.len
+        self.file.len()
     }
 
     /// Starts a batch: drops whatever an abandoned batch staged.
@@ -123,55 +118,20 @@ impl Wal {
         encode(r, &mut self.buf);
     }
 
-    /// Writes the staged batch in one write and syncs it. On error nothing
-    /// of the batch counts: its bytes are zeroed (so no record of it can
-    /// continue a later batch's chain at replay) and the next batch is
-    /// written at the same place; if even that fails, every later append
-    /// fails too.
+    /// Writes the staged batch in one write and syncs it; on error nothing
+    /// of the batch counts ([`RecordFile::append`]).
     pub fn append_batch(&mut self) -> std::io::Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        if self.poisoned {
-            return Err(std::io::Error::other("an earlier failed batch could not be cleared; restart the store"));
-        }
-        let result = self.write_batch();
-        if result.is_err() {
-            let end = (self.len + self.buf.len() as u64).min(self.allocated);
-            let cleared = self
-                .file
-                .write_all_at(&vec![0; (end - self.len) as usize], self.len)
-                .and_then(|()| self.file.sync_data());
-            if let Err(e) = cleared {
-                tracing::error!(error = %e, "cannot clear a failed batch from the write-ahead log");
-                self.poisoned = true;
-            }
-        }
+        let result = self.file.append(&self.buf);
         self.buf.clear();
         result
     }
 
-    fn write_batch(&mut self) -> std::io::Result<()> {
-        let end = self.len + self.buf.len() as u64;
-        if end > self.allocated {
-            self.preallocate(end)?;
-        }
-        self.file.write_all_at(&self.buf, self.len)?;
-        self.file.sync_data()?;
-        self.len = end;
-        Ok(())
-    }
-
     /// Starts writing at offset 0 again; only after a checkpoint made every record durable in redb.
     pub fn rewind(&mut self) {
-        self.len = 0;
-    }
-
-    fn preallocate(&mut self, end: u64) -> std::io::Result<()> {
-        let target = end.div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
-        records::zero_fill(&self.file, self.allocated, target)?;
-        self.allocated = target;
-        Ok(())
+        self.file.rewind();
     }
 
     pub fn path(&self) -> &Path {

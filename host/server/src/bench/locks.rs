@@ -189,7 +189,7 @@ async fn connection_loop(
 /// A complete HTTP/1.1 POST of a JSON `body` to `path`.
 fn request(path: &str, body: &[u8]) -> Vec<u8> {
     let mut req = format!(
-        "POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();

@@ -10,6 +10,8 @@
 //! unreadable, empty or invalid file is bad input (exit 2).
 
 use crate::http::auth::{BearerAuth, read_token_file};
+use crate::http::gate::HostRules;
+use crate::http::{ConnLimits, ConnMetrics};
 use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
 use crate::storage::{Engine, FlapConfig, PgGuard, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
 use crate::telemetry::Metrics;
@@ -109,6 +111,9 @@ pub struct ServeArgs {
     /// `/v1/locks/status`) and `GET /metrics` stay open.
     #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
     pub auth_token_file: Option<PathBuf>,
+    /// With `--auth-token-file`: reads and `GET /metrics` need the bearer token too.
+    #[arg(long, requires = "auth_token_file")]
+    pub auth_reads: bool,
     /// Refuse (409 `token_too_far_ahead`) a write whose token is more than
     /// this far above its resource's high-water mark, so one runaway token
     /// (say 2^64-1) cannot push a resource out of every real holder's reach.
@@ -119,6 +124,85 @@ pub struct ServeArgs {
     pub max_token_advance: Option<u64>,
     #[command(flatten)]
     pub locks: LockArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+/// How the HTTP server treats connections and browsers.
+#[derive(Debug, Clone, Args)]
+pub struct HttpArgs {
+    /// A request's head must arrive within this time of its first byte.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub header_timeout: Duration,
+    /// A connection with no request in progress is closed after this long without a byte.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// A request body may stall this long between two parts (then 408 `body_timeout`).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub body_timeout: Duration,
+    /// A response write may wait this long for the client to read before the connection is closed.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub write_timeout: Duration,
+    /// Most connections served at once; at the cap the longest-idle connection is closed to make
+    /// room, or the new one is answered 503 if none is idle. Default: the open-file limit (raised
+    /// to its hard limit at start) less 256 descriptors kept for the store and clients.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
+    /// On SIGTERM or ctrl-c: how long requests in progress may take to finish before the process exits anyway.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Host names served besides IP addresses and `localhost` (comma separated; `*` serves any
+    /// Host). A request for any other name gets 421 `host_not_allowed`: this is what stops a
+    /// web page that re-points its own name at this server (DNS rebinding) from reading it.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (e.g. `https://app.example`) whose pages may send mutating requests;
+    /// any other page's request gets 403 `cross_origin` (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+}
+
+impl HttpArgs {
+    /// The connection bounds, with the open-file limit raised first.
+    pub fn limits(&self) -> anyhow::Result<ConnLimits> {
+        for (name, d) in [
+            ("--header-timeout", self.header_timeout),
+            ("--idle-timeout", self.idle_timeout),
+            ("--body-timeout", self.body_timeout),
+            ("--write-timeout", self.write_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(super::usage(format!("{name} must be positive")));
+            }
+        }
+        let fds = crate::http::conn::raise_fd_limit().context("raise the open-file limit")?;
+        let room = fds.saturating_sub(crate::http::conn::RESERVED_FDS).max(16);
+        let max = match self.max_connections {
+            Some(n) if n > room => {
+                tracing::warn!(
+                    max_connections = n,
+                    open_file_limit = fds,
+                    "--max-connections is above what the open-file limit leaves room for"
+                );
+                n
+            }
+            Some(n) => n,
+            None => room.min(65_536),
+        };
+        Ok(ConnLimits {
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            body_timeout: self.body_timeout,
+            write_timeout: self.write_timeout,
+            max_connections: usize::try_from(max).unwrap_or(usize::MAX),
+            shutdown_timeout: self.shutdown_timeout,
+        })
+    }
+
+    /// The Host and origin rules.
+    pub fn host_rules(&self) -> HostRules {
+        HostRules::new(&self.allowed_hosts, &self.allowed_origins)
+    }
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -143,15 +227,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         return Err(super::usage("--flap-window must be positive"));
     }
     let auth = match &args.auth_token_file {
-        Some(path) => Some(BearerAuth::new(&read_token_file(path).map_err(|e| super::usage(e.to_string()))?)),
+        Some(path) => Some(
+            BearerAuth::new(&read_token_file(path).map_err(|e| super::usage(e.to_string()))?)
+                .with_reads(args.auth_reads),
+        ),
         None => None,
     };
+    let limits = args.http.limits()?;
     let runtime = tokio::runtime::Runtime::new().context("start tokio runtime")?;
-    runtime.block_on(serve(args, auth))?;
+    let result = runtime.block_on(serve(args, auth, limits));
+    // Whatever the shutdown bound left behind (a request still waiting, a
+    // blocking store call) must not keep the process, and with it the data
+    // directory's lock, alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(args: ServeArgs, auth: Option<BearerAuth>) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     let metrics = Metrics::new();
@@ -169,10 +262,21 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>) -> anyhow::Result<()> 
     if let Some(auth) = auth {
         app = crate::http::auth::protect(app, auth);
     }
+    // The gate is the outer layer: a request for a foreign Host is refused
+    // before authentication can tell a guesser anything.
+    app = crate::http::gate::protect(app, args.http.host_rules());
+    let conn_metrics = ConnMetrics::register(&metrics);
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, role = ?args.role, authenticated, store = ?args.store, guard = ?args.guard, "serving");
-    crate::http::serve(listener, app).await.context("serve HTTP")
+    tracing::info!(
+        listen = %listener.local_addr()?, role = ?args.role, authenticated, store = ?args.store,
+        guard = ?args.guard, max_connections = limits.max_connections, "serving"
+    );
+    crate::http::conn::serve_with(listener, app, limits, conn_metrics, crate::http::shutdown_signal())
+        .await
+        .context("serve HTTP")?;
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Builds the guard the flags ask for.

@@ -8,7 +8,8 @@
 //! `unauthorized`, `field` `authorization`) and a `WWW-Authenticate: Bearer`
 //! challenge, and the request never reaches its handler, so a refused request
 //! changes nothing. Reads (`/v1/storage/read`, `/v1/storage/fence`,
-//! `/v1/locks/status`) and `GET /metrics` stay open.
+//! `/v1/locks/status`) and `GET /metrics` stay open, unless the server runs
+//! with `--auth-reads`, which puts every request behind the token.
 //!
 //! Invariants:
 //! - the token is non-empty printable ASCII without spaces (so it always fits
@@ -56,11 +57,20 @@ pub fn read_token_file(path: &Path) -> Result<String, TokenFileError> {
 #[derive(Clone)]
 pub struct BearerAuth {
     token: Arc<[u8]>,
+    /// Whether reads and `/metrics` need the token too (`--auth-reads`).
+    reads: bool,
 }
 
 impl BearerAuth {
+    /// Mutating requests need `token`.
     pub fn new(token: &str) -> BearerAuth {
-        BearerAuth { token: token.as_bytes().into() }
+        BearerAuth { token: token.as_bytes().into(), reads: false }
+    }
+
+    /// Every request needs the token, reads and `/metrics` included.
+    pub fn with_reads(mut self, reads: bool) -> BearerAuth {
+        self.reads = reads;
+        self
     }
 
     /// Whether an `Authorization` header value carries the configured token.
@@ -95,7 +105,8 @@ fn is_mutating(method: &Method) -> bool {
 
 /// Middleware: refuses unauthenticated mutating requests with 401.
 pub async fn require_bearer(State(auth): State<BearerAuth>, req: Request, next: Next) -> Response {
-    if !is_mutating(req.method()) || auth.accepts(req.headers().get(header::AUTHORIZATION)) {
+    let needed = auth.reads || is_mutating(req.method());
+    if !needed || auth.accepts(req.headers().get(header::AUTHORIZATION)) {
         return next.run(req).await;
     }
     let (message, challenge) = match req.headers().get(header::AUTHORIZATION) {

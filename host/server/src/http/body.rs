@@ -16,6 +16,9 @@ pub const MAX_BODY_BYTES: usize = 8 << 20;
 /// The code of that 413: the body was refused unread.
 pub(super) const BODY_TOO_LARGE: &str = "body_too_large";
 
+/// The code of the 408 for a body that stalled: the rest was never read.
+pub(super) const BODY_TIMEOUT: &str = "body_timeout";
+
 /// A JSON body, decoded: 413 `body_too_large` over the limit, 400
 /// `malformed_json` or `invalid_field` (naming the field) when it does not
 /// decode, the transport's status otherwise.
@@ -31,10 +34,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
                 return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, message));
             }
+            Err(e) if timed_out(&e) => {
+                let message = "the request body stalled longer than the server's body timeout";
+                return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, BODY_TIMEOUT, message));
+            }
             Err(e) => return Err(ApiError::new(e.status(), "bad_body", e.body_text())),
         };
         decode_json(&bytes).map(ApiJson)
     }
+}
+
+/// Whether a body failed because it stalled past the body timeout
+/// (`tower_http`'s timeout error somewhere in its source chain).
+fn timed_out(rejection: &axum::extract::rejection::BytesRejection) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(e) = source {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// Decodes JSON, naming the path of the first field that failed (a missing

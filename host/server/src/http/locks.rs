@@ -11,14 +11,14 @@
 
 use super::ApiError;
 use super::body::{ApiJson, decode_json};
+use super::query::Params;
 use crate::locks::{Acquired, LockError, LockService, ValidAcquire};
 use crate::wire::locks::{AcquireRequest, LeaseRef};
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The lock routes over `service`.
@@ -58,9 +58,10 @@ async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<R
     Ok(Json(svc.release(lease).await.map_err(api_error)?).into_response())
 }
 
-async fn status(State(svc): Svc, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
-    let id = q.get("resource_id").ok_or_else(|| ApiError::field("resource_id", "query parameter is required"))?;
-    Ok(Json(svc.status(id.clone()).await.map_err(api_error)?).into_response())
+async fn status(State(svc): Svc, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+    let q = Params::parse(query.as_deref(), &["resource_id"])?;
+    let id = q.required("resource_id")?;
+    Ok(Json(svc.status(id.to_owned()).await.map_err(api_error)?).into_response())
 }
 
 /// Maps a lock error to its HTTP answer.

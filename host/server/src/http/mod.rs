@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by every API: JSON errors that name the offending
-//! field and the server loop. Request bodies (limit and JSON decoding) are
-//! `body.rs`.
+//! field. Request bodies (limit and JSON decoding) are `body.rs`; the accept
+//! loop and connection bounds `conn.rs`; the checks every request passes
+//! first (Host, media type, origin, framing) `gate.rs`; query strings `query.rs`.
 //!
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
 //! except fence rejections, which use the storage API's documented 409 body.
@@ -8,10 +9,15 @@
 pub mod admin;
 pub mod auth;
 pub mod body;
+pub mod conn;
+pub mod gate;
 pub mod locks;
+pub mod query;
 pub mod storage;
 
-use body::{BODY_TOO_LARGE, MAX_BODY_BYTES};
+pub use conn::{ConnLimits, ConnMetrics};
+
+use body::{BODY_TIMEOUT, BODY_TOO_LARGE};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -43,6 +49,12 @@ impl ApiError {
         ApiError { status, code, message: message.into(), field: None }
     }
 
+    /// The same error, naming `field`.
+    pub fn with_field(mut self, field: impl Into<String>) -> ApiError {
+        self.field = Some(field.into());
+        self
+    }
+
     /// 500 for a failure inside the server; the message is logged, not leaked in detail.
     pub fn internal(err: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %err, "internal error");
@@ -57,7 +69,7 @@ impl IntoResponse for ApiError {
             error["field"] = json!(field);
         }
         let mut response = (self.status, axum::Json(json!({ "error": error }))).into_response();
-        if self.code == BODY_TOO_LARGE {
+        if self.code == BODY_TOO_LARGE || self.code == BODY_TIMEOUT {
             // The rest of the body was never read, so the connection cannot
             // carry another request: say so, and a client will not reuse it.
             // (An `object_too_large` 413 comes after the whole body was read.)
@@ -67,31 +79,23 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Serves `app` on `listener` until ctrl-c or SIGTERM.
+/// Serves `app` on `listener` until ctrl-c or SIGTERM, with the default [`ConnLimits`].
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
     serve_until(listener, app, shutdown_signal()).await
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, with the body limit
-/// applied and Nagle's algorithm off on every connection: a response written
-/// in more than one segment (pipelined requests, streamed bodies) must not
-/// wait for the peer's delayed ACK.
+/// Serves `app` on `listener` until `shutdown` completes, with the default
+/// [`ConnLimits`] and unregistered connection metrics.
 pub async fn serve_until(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let app = app.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES));
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
-        }
-    });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    conn::serve_with(listener, app, ConnLimits::default(), ConnMetrics::default(), shutdown).await
 }
 
-async fn shutdown_signal() {
+/// Completes at ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     tokio::select! {

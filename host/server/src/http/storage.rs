@@ -8,9 +8,10 @@
 
 use super::ApiError;
 use super::body::{ApiJson, decode_json};
+use super::query::Params;
 use crate::storage::{Mutation, StorageError, StorageService, ValidWrite, WriteOutcome, WriteRequest};
 use crate::wire::storage::{FenceBody, WriteBody};
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,7 +19,6 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::json;
-use std::collections::HashMap;
 
 /// The storage routes, sharing `service`.
 pub fn router(service: StorageService) -> Router {
@@ -137,16 +137,10 @@ async fn write(State(service): State<StorageService>, ApiJson(body): ApiJson<Wri
     })
 }
 
-fn required<'a>(q: &'a HashMap<String, String>, name: &str) -> Result<&'a str, ApiError> {
-    q.get(name).map(String::as_str).ok_or_else(|| ApiError::field(name.to_owned(), "query parameter is required"))
-}
-
-async fn read(
-    State(service): State<StorageService>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
-    let resource_id = required(&q, "resource_id")?;
-    let file_path = required(&q, "file_path")?;
+async fn read(State(service): State<StorageService>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+    let q = Params::parse(query.as_deref(), &["resource_id", "file_path"])?;
+    let resource_id = q.required("resource_id")?;
+    let file_path = q.required("file_path")?;
     let read = service.read(resource_id, file_path).await.map_err(storage_error)?;
     let Some(bytes) = read.bytes else {
         return Err(ApiError::new(
@@ -165,11 +159,9 @@ async fn read(
     .into_response())
 }
 
-async fn fence(
-    State(service): State<StorageService>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
-    let resource_id = required(&q, "resource_id")?;
+async fn fence(State(service): State<StorageService>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+    let q = Params::parse(query.as_deref(), &["resource_id"])?;
+    let resource_id = q.required("resource_id")?;
     let (fence, flapping) = service.fence(resource_id).await.map_err(storage_error)?;
     Ok(Json(json!({
         "resource_id": resource_id,

@@ -13,18 +13,14 @@ pub const MAX_LEASE_MS: u64 = 3_600_000;
 /// Longest accepted `wait_ms`.
 pub const MAX_WAIT_MS: u64 = 300_000;
 
-/// Checks a lock or client name: 1..=256 bytes, no control characters.
+/// Checks a lock or client name by the rule both APIs share
+/// ([`crate::wire::names::name_problem`]): 1..=256 bytes, no control
+/// characters, no leading or trailing whitespace.
 pub fn validate_name(field: &'static str, value: &str) -> Result<(), LockError> {
-    if value.is_empty() {
-        return Err(LockError::invalid(field, "must not be empty"));
+    match crate::wire::names::name_problem(value, MAX_NAME_BYTES) {
+        Some(problem) => Err(LockError::invalid(field, problem)),
+        None => Ok(()),
     }
-    if value.len() > MAX_NAME_BYTES {
-        return Err(LockError::invalid(field, format!("must be at most {MAX_NAME_BYTES} bytes")));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(LockError::invalid(field, "must not contain control characters"));
-    }
-    Ok(())
 }
 
 /// An [`AcquireRequest`] whose names and bounds passed [`validate_acquire`]:

@@ -48,19 +48,10 @@ fn invalid(field: &'static str, message: impl Into<String>) -> StorageError {
 }
 
 fn check_name(field: &'static str, value: &str, limit: usize) -> Result<(), StorageError> {
-    if value.is_empty() {
-        return Err(invalid(field, "must not be empty"));
+    match crate::wire::names::name_problem(value, limit) {
+        Some(problem) => Err(invalid(field, problem)),
+        None => Ok(()),
     }
-    if value.len() > limit {
-        return Err(invalid(field, format!("is {} bytes, longer than {limit}", value.len())));
-    }
-    if let Some(c) = value.chars().find(|c| c.is_control()) {
-        return Err(invalid(field, format!("contains control character U+{:04X}", c as u32)));
-    }
-    if value.trim() != value {
-        return Err(invalid(field, "must not begin or end with whitespace"));
-    }
-    Ok(())
 }
 
 /// A resource id: 1..=256 bytes, no control characters, no surrounding whitespace.

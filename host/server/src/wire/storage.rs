@@ -5,8 +5,10 @@ use crate::storage::Mutation;
 use fencing_runtime::Fence;
 use serde::{Deserialize, Serialize};
 
-/// The write API's payload, plus optional `lock_id` and `sequence`.
+/// The write API's payload, plus optional `lock_id` and `sequence`. Unknown
+/// fields are refused (a misspelt `sequence` must not write unsequenced).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WriteBody {
     pub resource_id: String,
     pub fencing_token: u64,
@@ -21,6 +23,7 @@ pub struct WriteBody {
 /// What to change: `bytes` is base64 (whitespace such as a trailing newline is
 /// ignored); required for `PUT` and `APPEND`, optional (and ignored) for `DELETE`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WritePayload {
     pub file_path: String,
     pub mutation_type: Mutation,

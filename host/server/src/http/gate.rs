@@ -1,0 +1,251 @@
+//! What every request must look like before any route sees it: the checks
+//! that keep browsers and sloppy framing out.
+//!
+//! - `Host` must be on the allow-list ([`HostRules`]): an IP literal, a
+//!   `localhost` name, or a name given with `--allowed-hosts`; otherwise 421
+//!   `host_not_allowed`. This is what defeats DNS rebinding: a page whose
+//!   name was re-pointed at 127.0.0.1 still sends its own name as `Host`.
+//!   HTTP/1.1 without `Host` is 400 `missing_host`.
+//! - A request that would change something (any method but GET, HEAD,
+//!   OPTIONS) must send `Content-Type: application/json` (415 otherwise), so
+//!   a cross-origin `<form>` or a `text/plain` fetch, which browsers send
+//!   without asking, never reaches a handler; and a browser's `Origin`, when
+//!   sent, must be this server or a name given with `--allowed-origins`
+//!   (403 `cross_origin`).
+//! - `Transfer-Encoding` other than exactly `chunked`, and any
+//!   `Content-Encoding` but `identity`, are refused: the server would
+//!   otherwise read encoded bytes as JSON.
+//!
+//! Invariant: a refused request reaches no handler, so it changes nothing;
+//! a refusal of a request that carries a body closes the connection (the
+//! body was never read, so the stream cannot carry another request).
+
+use super::ApiError;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// Which `Host` names and browser origins a server answers.
+#[derive(Debug, Clone)]
+pub struct HostRules {
+    /// Names accepted besides IP literals and `localhost` (lowercase); `None` accepts any.
+    hosts: Option<Vec<String>>,
+    /// Origins (`scheme://host[:port]`, lowercase) allowed to send mutating requests.
+    origins: Vec<String>,
+}
+
+impl HostRules {
+    /// `hosts`: extra names, or `["*"]` for any; `origins`: allowed browser origins.
+    pub fn new(hosts: &[String], origins: &[String]) -> HostRules {
+        let lower = |v: &[String]| v.iter().map(|s| s.trim().to_ascii_lowercase()).collect::<Vec<_>>();
+        let hosts = if hosts.iter().any(|h| h.trim() == "*") { None } else { Some(lower(hosts)) };
+        HostRules { hosts, origins: lower(origins) }
+    }
+
+    /// Whether a `Host` value (name or address, optional port) is accepted.
+    pub fn allows_host(&self, host: &str) -> bool {
+        let Some(extra) = &self.hosts else { return true };
+        let name = host_name(host).to_ascii_lowercase();
+        let name = name.strip_suffix('.').unwrap_or(&name);
+        name.parse::<IpAddr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || extra.iter().any(|h| h == name)
+    }
+
+    /// Whether a browser page at `origin` may send a mutating request to a server reached as `host`.
+    fn allows_origin(&self, origin: &str, host: &str) -> bool {
+        let origin = origin.to_ascii_lowercase();
+        let authority = origin.split_once("://").map_or("", |(_, rest)| rest);
+        authority == host.to_ascii_lowercase() || self.origins.contains(&origin)
+    }
+}
+
+/// The defaults: IP literals and `localhost` names; no foreign origin.
+impl Default for HostRules {
+    fn default() -> HostRules {
+        HostRules::new(&[], &[])
+    }
+}
+
+/// The host part of a `Host` value: `[::1]:7070` gives `::1`, `example:80` gives `example`.
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(h, _)| h);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn is_mutating(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn carries_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.get(header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// The first rule `req` breaks, as its answer.
+fn check(rules: &HostRules, req: &Request) -> Result<(), ApiError> {
+    let headers = req.headers();
+    let host = match (headers.get(header::HOST), req.uri().authority()) {
+        (Some(h), _) => h.to_str().map_err(|_| ApiError::field("host", "Host is not ASCII"))?.to_owned(),
+        (None, Some(authority)) => authority.as_str().to_owned(),
+        (None, None) if req.version() >= Version::HTTP_11 => {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "missing_host", "HTTP/1.1 requests must send Host")
+                .with_field("host"));
+        }
+        (None, None) => String::new(),
+    };
+    if !host.is_empty() && !rules.allows_host(&host) {
+        let message = format!(
+            "Host {host:?} is not served here; start the server with --allowed-hosts {} to serve it",
+            host_name(&host)
+        );
+        return Err(ApiError::new(StatusCode::MISDIRECTED_REQUEST, "host_not_allowed", message).with_field("host"));
+    }
+    if let Some(te) = headers.get(header::TRANSFER_ENCODING)
+        && !te.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked")
+    {
+        return Err(ApiError::field("transfer-encoding", "only `Transfer-Encoding: chunked` is accepted"));
+    }
+    if let Some(ce) = headers.get(header::CONTENT_ENCODING)
+        && !ce.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity")
+    {
+        let message = "request bodies must not be content-encoded";
+        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_encoding", message)
+            .with_field("content-encoding"));
+    }
+    if is_mutating(req.method()) {
+        if !is_json(headers.get(header::CONTENT_TYPE)) {
+            let message = "request bodies must be sent as `Content-Type: application/json`";
+            return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", message)
+                .with_field("content-type"));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !rules.allows_origin(origin, &host) {
+                let message = format!(
+                    "a page at {origin:?} may not change data here; start the server with --allowed-origins {origin} to allow it"
+                );
+                return Err(ApiError::new(StatusCode::FORBIDDEN, "cross_origin", message).with_field("origin"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `application/json`, any case, with or without parameters (`; charset=utf-8`).
+fn is_json(value: Option<&HeaderValue>) -> bool {
+    let Some(value) = value.and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+/// Middleware: answers a request that breaks a rule, passes the rest on.
+pub async fn enforce(State(rules): State<Arc<HostRules>>, req: Request, next: Next) -> Response {
+    match check(&rules, &req) {
+        Ok(()) => next.run(req).await,
+        Err(error) => {
+            let close = carries_body(req.headers());
+            let mut response = error.into_response();
+            if close {
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
+    }
+}
+
+/// Wraps `app` so every request passes [`enforce`].
+pub fn protect(app: axum::Router, rules: HostRules) -> axum::Router {
+    app.layer(axum::middleware::from_fn_with_state(Arc::new(rules), enforce))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: Method, headers: &[(&str, &str)]) -> Request {
+        let mut b = Request::builder().method(method).uri("/v1/storage/write");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(axum::body::Body::empty()).unwrap()
+    }
+
+    fn code(rules: &HostRules, req: Request) -> Option<&'static str> {
+        check(rules, &req).err().map(|e| e.code)
+    }
+
+    #[test]
+    fn hosts_on_the_list_and_ip_literals_pass() {
+        let rules = HostRules::new(&["fencing.internal".into()], &[]);
+        for ok in [
+            "127.0.0.1:7070",
+            "[::1]:7070",
+            "localhost",
+            "LOCALHOST:1",
+            "api.localhost",
+            "10.0.0.7",
+            "fencing.internal:7070",
+            "fencing.internal.",
+        ] {
+            assert!(rules.allows_host(ok), "{ok}");
+        }
+        for bad in ["evil.example", "evil.example:7070", "localhost.evil.example", "fencing.internal.evil"] {
+            assert!(!rules.allows_host(bad), "{bad}");
+        }
+        assert!(HostRules::new(&["*".into()], &[]).allows_host("evil.example"));
+    }
+
+    #[test]
+    fn a_rebinding_page_is_refused_even_for_reads() {
+        let rules = HostRules::default();
+        let req = request(Method::GET, &[("host", "rebind.example:7070")]);
+        assert_eq!(code(&rules, req), Some("host_not_allowed"));
+    }
+
+    #[test]
+    fn writes_need_json_and_a_same_origin_or_allowed_page() {
+        let rules = HostRules::new(&[], &["https://app.example".into()]);
+        let json = ("content-type", "application/json; charset=utf-8");
+        let host = ("host", "127.0.0.1:7070");
+        assert_eq!(code(&rules, request(Method::POST, &[host, json])), None);
+        assert_eq!(
+            code(&rules, request(Method::POST, &[host, ("content-type", "text/plain")])),
+            Some("unsupported_media_type")
+        );
+        assert_eq!(code(&rules, request(Method::POST, &[host])), Some("unsupported_media_type"));
+        assert_eq!(code(&rules, request(Method::GET, &[host])), None, "reads carry no body");
+        let page = |o: &'static str| request(Method::POST, &[host, json, ("origin", o)]);
+        assert_eq!(code(&rules, page("http://evil.example")), Some("cross_origin"));
+        assert_eq!(code(&rules, page("null")), Some("cross_origin"));
+        assert_eq!(code(&rules, page("http://127.0.0.1:7070")), None, "same origin");
+        assert_eq!(code(&rules, page("https://app.example")), None, "allowed origin");
+    }
+
+    #[test]
+    fn framing_the_server_would_misread_is_refused() {
+        let rules = HostRules::default();
+        let host = ("host", "127.0.0.1");
+        let json = ("content-type", "application/json");
+        let te = |v: &'static str| request(Method::POST, &[host, json, ("transfer-encoding", v)]);
+        assert_eq!(code(&rules, te("gzip, chunked")), Some("invalid_field"));
+        assert_eq!(code(&rules, te("Chunked")), None);
+        let ce = request(Method::POST, &[host, json, ("content-encoding", "gzip")]);
+        assert_eq!(code(&rules, ce), Some("unsupported_encoding"));
+        let mut no_host = request(Method::GET, &[]);
+        *no_host.version_mut() = Version::HTTP_11;
+        assert_eq!(code(&rules, no_host), Some("missing_host"));
+        let mut old = request(Method::GET, &[]);
+        *old.version_mut() = Version::HTTP_10;
+        assert_eq!(code(&rules, old), None, "HTTP/1.0 need not send Host");
+    }
+}

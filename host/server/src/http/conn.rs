@@ -13,8 +13,8 @@
 //!   `write_timeout` for the peer to read.
 //!
 //! Invariants:
-//! - at most `max_connections` connections are served at once (plus those
-//!   being evicted). At the cap, the connection that has waited longest with
+//! - at most `max_connections` connections are served at once (the accept
+//!   loop waits for an evicted connection to close, up to 50 ms). At the cap, the connection that has waited longest with
 //!   no request in the service (idle, or still sending a head) is closed to
 //!   make room; if every connection is busy, the new one gets a 503 and is
 //!   closed, so the process never runs out of descriptors serving idle peers;
@@ -133,6 +133,9 @@ struct ConnState {
     wake: Notify,
     /// Why the server closed it, if it did.
     reason: Mutex<Option<&'static str>>,
+    /// A read that waited while busy, with no deadline: woken when the
+    /// connection turns idle so it arms the idle deadline.
+    reader: Mutex<Option<std::task::Waker>>,
 }
 
 impl ConnState {
@@ -144,6 +147,7 @@ impl ConnState {
             evict: AtomicBool::new(false),
             wake: Notify::new(),
             reason: Mutex::new(None),
+            reader: Mutex::new(None),
         }
     }
 
@@ -169,6 +173,9 @@ impl ConnState {
     fn end(&self) {
         if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
             *self.since.lock().expect("conn state") = Instant::now();
+            if let Some(reader) = self.reader.lock().expect("conn state").take() {
+                reader.wake();
+            }
         }
     }
 
@@ -204,6 +211,7 @@ struct Registry {
     conns: Mutex<HashMap<u64, Arc<ConnState>>>,
     next: AtomicU64,
     drained: Notify,
+    removed: Notify,
 }
 
 impl Registry {
@@ -221,6 +229,7 @@ impl Registry {
     fn remove(&self, id: u64) {
         let mut conns = self.conns.lock().expect("registry");
         conns.remove(&id);
+        self.removed.notify_waiters();
         if conns.is_empty() {
             self.drained.notify_waiters();
         }
@@ -235,6 +244,17 @@ impl Registry {
         victim.evict.store(true, Ordering::Release);
         victim.wake.notify_one();
         true
+    }
+
+    /// Waits (at most `bound`) until fewer than `n` connections are open.
+    async fn wait_below(&self, n: usize, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        loop {
+            let removed = self.removed.notified();
+            if self.len() < n || tokio::time::timeout_at(deadline, removed).await.is_err() {
+                return;
+            }
+        }
     }
 
     async fn wait_drained(&self) {
@@ -308,6 +328,11 @@ impl AsyncRead for Deadlines {
         }
         let Some((deadline, reason)) = this.state.read_deadline(&this.limits) else {
             this.read_deadline = None;
+            *this.state.reader.lock().expect("conn state") = Some(cx.waker().clone());
+            // The response may have finished in between: then the deadline applies now.
+            if this.state.is_idle() {
+                cx.waker().wake_by_ref();
+            }
             return Poll::Pending;
         };
         if this.read_deadline != Some(deadline) {
@@ -415,15 +440,19 @@ pub async fn serve_with(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
-        if registry.len() >= limits.max_connections && !registry.evict_idle() {
-            metrics.closed("refused");
-            if let Ok(permit) = refusals.clone().try_acquire_owned() {
-                tokio::spawn(async move {
-                    refuse(tcp).await;
-                    drop(permit);
-                });
+        if registry.len() >= limits.max_connections {
+            if !registry.evict_idle() {
+                metrics.closed("refused");
+                if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse(tcp).await;
+                        drop(permit);
+                    });
+                }
+                continue;
             }
-            continue;
+            // Let the evicted connection give its descriptor back before this one is served.
+            registry.wait_below(limits.max_connections, Duration::from_millis(50)).await;
         }
         let (id, state) = registry.insert();
         metrics.open.inc();

@@ -24,8 +24,26 @@ impl ServeProcess {
     /// Starts `fencing serve --role ROLE` (`storage`, `locks` or `all`) likewise.
     /// Authentication is only what `extra` asks for, never the test's environment.
     pub fn start_role(role: &str, data_dir: &Path, extra: &[&str]) -> ServeProcess {
+        Self::start_command(role, data_dir, extra, Command::new(env!("CARGO_BIN_EXE_fencing")))
+    }
+
+    /// Starts it likewise with at most `nofile` open files (soft and hard), as `ulimit -n` would.
+    pub fn start_with_fd_limit(role: &str, data_dir: &Path, extra: &[&str], nofile: u64) -> ServeProcess {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fencing"));
+        // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(move || {
+                nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, nofile, nofile)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        Self::start_command(role, data_dir, extra, command)
+    }
+
+    fn start_command(role: &str, data_dir: &Path, extra: &[&str], mut command: Command) -> ServeProcess {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_fencing"))
+        let child = command
             .args(["serve", "--role", role, "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
             .args(extra)

@@ -6,14 +6,18 @@
 //! fencing tokens, behind one HTTP API.
 //!
 //! # Layout
-//! - [`wire`]: the JSON bodies of both APIs, one definition each.
-//! - [`http`]: errors naming the field and the server loop (`mod.rs`), body
-//!   limit and JSON decoding (`body.rs`), bearer auth, the storage, lock and
-//!   admin (fence reset) routes.
+//! - [`wire`]: the JSON bodies of both APIs, one definition each, and the one
+//!   rule for names (`names.rs`).
+//! - [`http`]: errors naming the field (`mod.rs`), the accept loop and what
+//!   bounds a connection (`conn.rs`), the checks every request passes first
+//!   (`gate.rs`: Host, media type, origin, framing), body limit and JSON
+//!   decoding (`body.rs`), strict query strings (`query.rs`), bearer auth, the
+//!   storage, lock and admin (fence reset) routes.
 //! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
 //!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
-//!   (behind its write-ahead log, `wal.rs`) and PostgreSQL backends, the
-//!   service and its telemetry.
+//!   (behind its write-ahead log, `wal.rs`; opened, and reopened after a full
+//!   disk, with its space reserve by `redb_open.rs`) and PostgreSQL backends,
+//!   the service and its telemetry.
 //! - [`locks`]: the lock service (leases with fencing tokens): validation into
 //!   `ValidAcquire`, lease ids, the embedded backend (its shards, lease
 //!   journal and generation clock) and etcd.

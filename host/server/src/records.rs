@@ -109,6 +109,21 @@ impl RecordFile {
     }
 }
 
+impl RecordFile {
+    /// Takes the last `n` bytes of records back out: zeroes and syncs them,
+    /// so replay stops before them. On error the file refuses later batches.
+    pub fn retract(&mut self, n: u64) -> std::io::Result<()> {
+        let start = self.len.checked_sub(n).ok_or_else(|| std::io::Error::other("retracting more than was written"))?;
+        let zeros = vec![0u8; usize::try_from(n).map_err(std::io::Error::other)?];
+        let result = self.file.write_all_at(&zeros, start).and_then(|()| self.file.sync_data());
+        match &result {
+            Ok(()) => self.len = start,
+            Err(_) => self.poisoned = true,
+        }
+        result
+    }
+}
+
 /// Reads a payload's fields in order; every getter is `None` past the end.
 pub(crate) struct Reader<'a>(pub &'a [u8]);
 

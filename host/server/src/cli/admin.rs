@@ -80,7 +80,7 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             };
             let (before, after) = crate::locks::bump(&data_dir, how).map_err(|e| match e {
                 // Nothing to bump, or a ceiling past u64: the command line is wrong.
-                ClockError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                ClockError::Io { ref cause, .. } if cause.kind() == std::io::ErrorKind::NotFound => {
                     super::usage(format!("{}: {e}", data_dir.display()))
                 }
                 e @ ClockError::Overflow { .. } => super::usage(e.to_string()),

@@ -122,6 +122,12 @@ pub struct ServeArgs {
     /// A resource's first write is not bounded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_token_advance: Option<u64>,
+    /// With `--store redb`: bytes kept allocated beside the store (file
+    /// `storage/space-reserve`) and given back when the disk fills, so the store
+    /// can reopen and accept DELETEs on a full disk; every write is accepted
+    /// again once the reserve can be taken back. 0 disables it.
+    #[arg(long, default_value_t = crate::storage::DEFAULT_SPACE_RESERVE)]
+    pub space_reserve: u64,
     #[command(flatten)]
     pub locks: LockArgs,
     #[command(flatten)]
@@ -302,8 +308,8 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> any
     let engine: Arc<dyn Engine> = match args.store {
         StoreKind::Redb => {
             let dir = args.data_dir.join("storage");
-            let engine =
-                RedbEngine::open(&dir, guard, policy).with_context(|| format!("open store in {}", dir.display()))?;
+            let engine = RedbEngine::open_with_reserve(&dir, guard, policy, args.space_reserve)
+                .with_context(|| format!("open store in {}", dir.display()))?;
             engine.set_max_token_advance(args.max_token_advance);
             Arc::new(engine)
         }

@@ -3,7 +3,8 @@
 //! Status codes: 200 admitted (or read/fence found), 409 refused by the fence
 //! (`{"accepted": false, "reason", "presented", "high_water"}`), 400 malformed
 //! (the body names the field), 404 no such object, 413 body or object too
-//! large, 503 refused because the guard could not decide (fail closed).
+//! large, 503 refused because the guard could not decide (fail closed) or the
+//! store is reopening, 507 the disk or the store's quota is full.
 //! A request that gets any non-200 answer changed nothing.
 
 use super::ApiError;
@@ -37,6 +38,12 @@ pub fn storage_error(e: StorageError) -> ApiError {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "object_too_large", e.to_string())
         }
         StorageError::Closed => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "closed", e.to_string()),
+        StorageError::NoSpace(_) => {
+            ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", e.to_string())
+        }
+        StorageError::Unavailable(_) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())
+        }
         StorageError::Backend(_) => ApiError::internal(e),
     }
 }

@@ -36,14 +36,25 @@ pub struct ClockState {
 /// Why the clock could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ClockError {
-    #[error("generation clock {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// `cause` is not a `#[source]`: the message carries it, once.
+    #[error("generation clock {path}: {cause}{}", no_space_hint(cause))]
+    Io { path: PathBuf, cause: std::io::Error },
     #[error("{path} is locked: another lock service uses this data directory")]
     InUse { path: PathBuf },
     #[error("the token ceiling {ceiling} cannot be raised by {by}: it would pass 2^64-1")]
     Overflow { ceiling: u64, by: u64 },
     #[error("generation clock {path} is corrupt ({detail}); refusing to restart tokens")]
     Corrupt { path: PathBuf, detail: String },
+}
+
+/// What to do when the clock cannot be written because the disk is full.
+fn no_space_hint(e: &std::io::Error) -> &'static str {
+    if e.raw_os_error() == Some(28) {
+        "; the lock service makes its token generation durable before granting anything, \
+         so it cannot start on a full disk: free some space and start it again"
+    } else {
+        ""
+    }
 }
 
 /// The durable clock; `None` directory means memory only (tests, `--data-dir` absent).
@@ -60,7 +71,7 @@ impl GenerationClock {
         let (previous, lock) = match dir {
             None => (ClockState::default(), None),
             Some(dir) => {
-                fs::create_dir_all(dir).map_err(|source| ClockError::Io { path: dir.to_path_buf(), source })?;
+                fs::create_dir_all(dir).map_err(|cause| ClockError::Io { path: dir.to_path_buf(), cause })?;
                 let lock = lock_dir(dir)?;
                 (read_state(&dir.join(CLOCK_FILE))?, Some(lock))
             }
@@ -99,7 +110,7 @@ pub fn bump(dir: &Path, bump: Bump) -> Result<(ClockState, ClockState), ClockErr
     if !path.exists() {
         return Err(ClockError::Io {
             path,
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no lock service has used this data directory"),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no lock service has used this data directory"),
         });
     }
     let (clock, previous) = GenerationClock::open(Some(dir))?;
@@ -123,7 +134,7 @@ pub enum Bump {
 /// Takes the directory's exclusive lock, waiting up to two seconds for a previous owner to let go.
 fn lock_dir(dir: &Path) -> Result<fs::File, ClockError> {
     let path = dir.join(format!("{CLOCK_FILE}.lock"));
-    let io = |source| ClockError::Io { path: path.clone(), source };
+    let io = |cause| ClockError::Io { path: path.clone(), cause };
     let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     loop {
@@ -144,7 +155,7 @@ fn read_state(path: &Path) -> Result<ClockState, ClockError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ClockState::default()),
-        Err(source) => return Err(ClockError::Io { path: path.to_path_buf(), source }),
+        Err(cause) => return Err(ClockError::Io { path: path.to_path_buf(), cause }),
     };
     let corrupt = |detail: &str| ClockError::Corrupt { path: path.to_path_buf(), detail: detail.to_string() };
     let mut ceiling = None;
@@ -167,7 +178,7 @@ fn read_state(path: &Path) -> Result<ClockState, ClockError> {
 fn write_state(dir: &Path, state: ClockState) -> Result<(), ClockError> {
     let path = dir.join(CLOCK_FILE);
     let tmp = dir.join(format!("{CLOCK_FILE}.tmp"));
-    let io = |source| ClockError::Io { path: path.clone(), source };
+    let io = |cause| ClockError::Io { path: path.clone(), cause };
     let mut f = fs::File::create(&tmp).map_err(io)?;
     write!(f, "ceiling={}\nmax_lease_ms={}\n", state.ceiling, state.max_lease_ms).map_err(io)?;
     f.sync_all().map_err(io)?;

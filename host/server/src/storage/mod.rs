@@ -14,6 +14,7 @@
 mod pg_extension;
 mod postgres;
 mod redb;
+mod redb_open;
 mod service;
 mod telemetry;
 mod validate;
@@ -21,6 +22,7 @@ mod wal;
 
 pub use self::postgres::{PgGuard, PostgresEngine};
 pub use self::redb::RedbEngine;
+pub use self::redb_open::{DEFAULT_SPACE_RESERVE, RESERVE_FILE};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
@@ -106,11 +108,31 @@ pub enum StorageError {
     /// The engine is shutting down.
     #[error("storage engine is closed")]
     Closed,
+    /// The disk (or the database's disk) is full, or the store's quota is
+    /// reached; nothing of the write was applied. Writes succeed again once
+    /// space is freed, without a restart.
+    #[error("no space for the write: {0}")]
+    NoSpace(String),
+    /// The store is reopening after a failed write and cannot answer for a
+    /// moment; nothing was changed.
+    #[error("storage is unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl StorageError {
     pub(crate) fn backend(e: impl std::fmt::Display) -> StorageError {
         StorageError::Backend(e.to_string())
+    }
+
+    /// An I/O failure: [`StorageError::NoSpace`] when the disk or a quota is
+    /// full (`ENOSPC`, `EDQUOT`), [`StorageError::Backend`] otherwise.
+    pub(crate) fn io(context: &str, e: &std::io::Error) -> StorageError {
+        const ENOSPC: i32 = 28;
+        const EDQUOT: i32 = 122;
+        match e.raw_os_error() {
+            Some(ENOSPC | EDQUOT) => StorageError::NoSpace(format!("{context}: {e}")),
+            _ => StorageError::Backend(format!("{context}: {e}")),
+        }
     }
 }
 

@@ -87,6 +87,9 @@ fn db_message(e: &tokio_postgres::Error) -> String {
 }
 
 fn pg(e: tokio_postgres::Error) -> StorageError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) {
+        return StorageError::NoSpace(format!("postgres: {}", db_message(&e)));
+    }
     StorageError::Backend(format!("postgres: {}", db_message(&e)))
 }
 

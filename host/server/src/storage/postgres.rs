@@ -71,6 +71,9 @@ pub struct PostgresEngine {
 }
 
 fn pg(e: tokio_postgres::Error) -> StorageError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) {
+        return StorageError::NoSpace(format!("postgres: {e}"));
+    }
     StorageError::Backend(format!("postgres: {e}"))
 }
 

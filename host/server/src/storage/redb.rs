@@ -7,7 +7,8 @@
 //! admitted ones, appends them to the log (`wal.rs`: one write, one
 //! `fdatasync` for the batch), commits the transaction without a sync, and
 //! only then answers every writer. A checkpoint (a durable redb commit, then
-//! the log rewound) follows every [`CHECKPOINT_BYTES`] of log or every
+//! the log rewound) follows every `CHECKPOINT_BYTES` of log (or half the
+//! space reserve, if smaller: see `redb_open.rs`) or every
 //! second with writes in it; opening the store applies the log's records
 //! beyond the last checkpoint first.
 //!
@@ -23,7 +24,8 @@
 //! - a batch whose log write fails is rolled back: no write of it is
 //!   acknowledged or ever visible.
 
-use super::wal::{CHECKPOINT_BYTES, RecordRef, Wal};
+use super::redb_open::{DEFAULT_SPACE_RESERVE, Log, Slot, Store, db_err};
+use super::wal::RecordRef;
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use fencing_runtime::{Fence, Guard, Policy};
@@ -36,12 +38,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// resource id -> (lock, high-water, last sequence).
-const FENCES: TableDefinition<&str, (&str, u64, Option<u64>)> = TableDefinition::new("fences");
+pub(super) const FENCES: TableDefinition<&str, (&str, u64, Option<u64>)> = TableDefinition::new("fences");
 /// (resource id, file path) -> object bytes.
-const OBJECTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("objects");
+pub(super) const OBJECTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("objects");
 /// `wal_applied` -> the LSN of the last log record applied, written in the transaction that applied it.
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const WAL_APPLIED: &str = "wal_applied";
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const WAL_APPLIED: &str = "wal_applied";
 /// Longest a log record waits for its checkpoint while writes keep coming.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
@@ -63,7 +65,7 @@ enum Task {
 
 /// A redb file holding every resource, fed by one group-committing thread.
 pub struct RedbEngine {
-    db: Arc<Database>,
+    slot: Arc<Slot>,
     tx: Mutex<Option<mpsc::Sender<Task>>>,
     committer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// `--max-token-advance`, shared with the committer (`u64::MAX`: none).
@@ -71,50 +73,28 @@ pub struct RedbEngine {
 }
 
 impl RedbEngine {
-    /// Opens (or creates) `dir/fencing.redb` and starts the committer.
+    /// Opens (or creates) `dir/fencing.redb`, applies the log, and starts
+    /// the committer, with the default space reserve.
     pub fn open(dir: &Path, guard: Arc<dyn Guard>, policy: Policy) -> Result<RedbEngine, StorageError> {
-        std::fs::create_dir_all(dir).map_err(|e| StorageError::Backend(format!("create {}: {e}", dir.display())))?;
-        let db = Database::create(dir.join("fencing.redb")).map_err(StorageError::backend)?;
-        // Create the tables up front so read transactions never see them missing,
-        // and apply what the log holds beyond the last checkpoint.
-        let txn = db.begin_write().map_err(StorageError::backend)?;
-        txn.open_table(FENCES).map_err(StorageError::backend)?;
-        txn.open_table(OBJECTS).map_err(StorageError::backend)?;
-        let applied = txn
-            .open_table(META)
-            .map_err(StorageError::backend)?
-            .get(WAL_APPLIED)
-            .map_err(StorageError::backend)?
-            .map_or(0, |v| v.value());
-        let (wal, pending) = Wal::open(dir, applied)
-            .map_err(|e| StorageError::Backend(format!("open {}: {e}", dir.join(super::wal::WAL_FILE).display())))?;
-        {
-            let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
-            let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
-            for r in &pending {
-                apply_record(&mut fences, &mut objects, &r.borrowed())?;
-            }
-        }
-        let applied = pending.last().map_or(applied, |r| r.lsn);
-        txn.open_table(META)
-            .map_err(StorageError::backend)?
-            .insert(WAL_APPLIED, applied)
-            .map_err(StorageError::backend)?;
-        txn.commit().map_err(StorageError::backend)?;
-        if !pending.is_empty() {
-            tracing::info!(records = pending.len(), applied, "storage: applied the write-ahead log");
-        }
-        let db = Arc::new(db);
-        let log = Log { wal, next_lsn: applied + 1, checkpointed: Instant::now() };
+        RedbEngine::open_with_reserve(dir, guard, policy, DEFAULT_SPACE_RESERVE)
+    }
+
+    /// Likewise with a space reserve of `reserve` bytes (0: none; see `redb_open.rs`).
+    pub fn open_with_reserve(
+        dir: &Path,
+        guard: Arc<dyn Guard>,
+        policy: Policy,
+        reserve: u64,
+    ) -> Result<RedbEngine, StorageError> {
+        let (store, slot) = Store::open(dir, reserve)?;
         let (tx, rx) = mpsc::channel::<Task>();
-        let committer_db = db.clone();
         let max_advance = Arc::new(AtomicU64::new(u64::MAX));
         let rules = Rules { guard, policy, max_advance: max_advance.clone() };
         let committer = std::thread::Builder::new()
             .name("fencing-redb-commit".into())
-            .spawn(move || run_committer(&committer_db, &rules, log, rx))
+            .spawn(move || run_committer(store, &rules, rx))
             .map_err(StorageError::backend)?;
-        Ok(RedbEngine { db, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
+        Ok(RedbEngine { slot, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
     }
 
     /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
@@ -127,10 +107,11 @@ impl RedbEngine {
         tx.as_ref().ok_or(StorageError::Closed)?.send(task).map_err(|_| StorageError::Closed)
     }
 
-    fn read_fence(db: &Database, resource_id: &str) -> Result<Option<Fence>, StorageError> {
-        let txn = db.begin_read().map_err(StorageError::backend)?;
-        let table = txn.open_table(FENCES).map_err(StorageError::backend)?;
-        Ok(table.get(resource_id).map_err(StorageError::backend)?.map(|v| decode_fence(v.value())))
+    fn read_fence(slot: &Slot, resource_id: &str) -> Result<Option<Fence>, StorageError> {
+        let db = slot.get()?;
+        let txn = db.begin_read().map_err(db_err)?;
+        let table = txn.open_table(FENCES).map_err(db_err)?;
+        Ok(table.get(resource_id).map_err(db_err)?.map(|v| decode_fence(v.value())))
     }
 }
 
@@ -155,21 +136,16 @@ struct Rules {
     max_advance: Arc<AtomicU64>,
 }
 
-/// The committer's log and where it stands.
-struct Log {
-    wal: Wal,
-    next_lsn: u64,
-    checkpointed: Instant,
-}
-
-fn run_committer(db: &Database, rules: &Rules, mut log: Log, rx: mpsc::Receiver<Task>) {
-    let mut pending = rx.recv().ok();
+fn run_committer(mut store: Store, rules: &Rules, rx: mpsc::Receiver<Task>) {
+    let mut pending = store.next_task(&rx);
     while let Some(first) = pending.take() {
         let first = match first {
             Task::Write(job) => job,
             Task::Reset { resource_id, to, reply } => {
-                let _ = reply.send(reset(db, &resource_id, to));
-                pending = rx.recv().ok();
+                let result = store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
+                store.after(&result);
+                let _ = reply.send(result);
+                pending = store.next_task(&rx);
                 continue;
             }
         };
@@ -185,70 +161,78 @@ fn run_committer(db: &Database, rules: &Rules, mut log: Log, rx: mpsc::Receiver<
                 Err(_) => break,
             }
         }
-        commit_jobs(db, rules, &mut log, batch);
-        if log.wal.len() >= CHECKPOINT_BYTES || (log.wal.len() > 0 && log.checkpointed.elapsed() >= CHECKPOINT_EVERY) {
-            match checkpoint(db) {
+        commit_jobs(&mut store, rules, batch);
+        let checkpoint_bytes = store.checkpoint_bytes();
+        if let Ok((db, log)) = store.ready()
+            && (log.wal.len() >= checkpoint_bytes
+                || (log.wal.len() > 0 && log.checkpointed.elapsed() >= CHECKPOINT_EVERY))
+        {
+            let result = checkpoint(db);
+            match &result {
                 Ok(()) => {
                     log.wal.rewind();
                     log.checkpointed = Instant::now();
                 }
                 Err(e) => tracing::error!(error = %e, "storage checkpoint failed; the log keeps its records"),
             }
+            store.after(&result);
         }
         if pending.is_none() {
-            pending = rx.recv().ok();
+            pending = store.next_task(&rx);
         }
     }
 }
 
 /// Sets (or with `to` `None`, removes) one resource's fence in its own transaction; returns the fence it replaced.
 fn reset(db: &Database, resource_id: &str, to: Option<Fence>) -> Result<Option<Fence>, StorageError> {
-    let mut txn = db.begin_write().map_err(StorageError::backend)?;
-    txn.set_durability(Durability::Immediate).map_err(StorageError::backend)?;
+    let mut txn = db.begin_write().map_err(db_err)?;
+    txn.set_durability(Durability::Immediate).map_err(db_err)?;
     let before = {
-        let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
-        let before = fences.get(resource_id).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
+        let mut fences = txn.open_table(FENCES).map_err(db_err)?;
+        let before = fences.get(resource_id).map_err(db_err)?.map(|v| decode_fence(v.value()));
         match &to {
             Some(f) => {
-                fences
-                    .insert(resource_id, (f.lock.as_str(), f.high_water, f.sequence))
-                    .map_err(StorageError::backend)?;
+                fences.insert(resource_id, (f.lock.as_str(), f.high_water, f.sequence)).map_err(db_err)?;
             }
             None => {
-                fences.remove(resource_id).map_err(StorageError::backend)?;
+                fences.remove(resource_id).map_err(db_err)?;
             }
         }
         before
     };
-    txn.commit().map_err(StorageError::backend)?;
+    txn.commit().map_err(db_err)?;
     Ok(before)
 }
 
 /// A durable commit: every earlier commit (and the LSN they applied) is on disk, so the log can be rewound.
 fn checkpoint(db: &Database) -> Result<(), StorageError> {
-    let mut txn = db.begin_write().map_err(StorageError::backend)?;
-    txn.set_durability(Durability::Immediate).map_err(StorageError::backend)?;
+    let mut txn = db.begin_write().map_err(db_err)?;
+    txn.set_durability(Durability::Immediate).map_err(db_err)?;
     {
-        let mut meta = txn.open_table(META).map_err(StorageError::backend)?;
-        let applied = meta.get(WAL_APPLIED).map_err(StorageError::backend)?.map_or(0, |v| v.value());
-        meta.insert(WAL_APPLIED, applied).map_err(StorageError::backend)?;
+        let mut meta = txn.open_table(META).map_err(db_err)?;
+        let applied = meta.get(WAL_APPLIED).map_err(db_err)?.map_or(0, |v| v.value());
+        meta.insert(WAL_APPLIED, applied).map_err(db_err)?;
     }
-    txn.commit().map_err(StorageError::backend)
+    txn.commit().map_err(db_err)
 }
 
-fn commit_jobs(db: &Database, rules: &Rules, log: &mut Log, batch: Vec<Job>) {
-    {
-        match commit_batch(db, rules, log, &batch) {
-            Ok(outcomes) => {
-                for (job, outcome) in batch.into_iter().zip(outcomes) {
-                    let _ = job.reply.send(outcome);
-                }
+fn commit_jobs(store: &mut Store, rules: &Rules, batch: Vec<Job>) {
+    let growth = store.growth();
+    let result = store.ready().and_then(|(db, log)| commit_batch(db, rules, log, &growth, &batch));
+    store.after(&result);
+    if result.is_ok() && batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
+        store.note_deletes();
+    }
+    match result {
+        Ok(outcomes) => {
+            for (job, outcome) in batch.into_iter().zip(outcomes) {
+                let _ = job.reply.send(outcome);
             }
-            Err(err) => {
-                tracing::error!(error = %err, writes = batch.len(), "storage batch failed; no write of it was acknowledged");
-                for job in batch {
-                    let _ = job.reply.send(Err(err.clone()));
-                }
+        }
+        Err(err) => {
+            tracing::error!(error = %err, writes = batch.len(), "storage batch failed; no write of it was acknowledged");
+            for job in batch {
+                let _ = job.reply.send(Err(err.clone()));
             }
         }
     }
@@ -260,22 +244,27 @@ fn commit_batch(
     db: &Database,
     rules: &Rules,
     log: &mut Log,
+    growth: &Result<(), StorageError>,
     batch: &[Job],
 ) -> Result<Vec<Result<WriteOutcome, StorageError>>, StorageError> {
-    let mut txn = db.begin_write().map_err(StorageError::backend)?;
-    txn.set_durability(Durability::None).map_err(StorageError::backend)?;
+    let mut txn = db.begin_write().map_err(db_err)?;
+    txn.set_durability(Durability::None).map_err(db_err)?;
     let mut outcomes = Vec::with_capacity(batch.len());
     // Admitted writes are staged in the log's buffer as they are applied.
     log.wal.begin_batch();
     let mut staged = 0u64;
     {
-        let mut fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
-        let mut objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
+        let mut fences = txn.open_table(FENCES).map_err(db_err)?;
+        let mut objects = txn.open_table(OBJECTS).map_err(db_err)?;
         for job in batch {
             let req = &job.req;
+            // While the disk is full only a DELETE, which frees space, is decided.
+            if let (Err(full), false) = (growth, req.mutation == Mutation::Delete) {
+                outcomes.push(Err(full.clone()));
+                continue;
+            }
             // Reads inside the write transaction see earlier writes of this batch.
-            let current =
-                fences.get(req.resource_id.as_str()).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
+            let current = fences.get(req.resource_id.as_str()).map_err(db_err)?.map(|v| decode_fence(v.value()));
             let max_advance = rules.max_advance.load(Ordering::Acquire);
             let admission = match super::decide(rules.guard.as_ref(), rules.policy, max_advance, current, req) {
                 Ok(admission) => admission,
@@ -309,37 +298,49 @@ fn commit_batch(
         }
     }
     if staged == 0 {
-        txn.abort().map_err(StorageError::backend)?;
+        txn.abort().map_err(db_err)?;
         return Ok(outcomes);
     }
     let last = log.next_lsn + staged - 1;
-    txn.open_table(META).map_err(StorageError::backend)?.insert(WAL_APPLIED, last).map_err(StorageError::backend)?;
+    txn.open_table(META).map_err(db_err)?.insert(WAL_APPLIED, last).map_err(db_err)?;
     // Durable in the log first; dropping `txn` on failure rolls the batch back.
     log.wal
         .append_batch()
-        .map_err(|e| StorageError::Backend(format!("write-ahead log {}: {e}", log.wal.path().display())))?;
+        .map_err(|e| StorageError::io(&format!("write-ahead log {}", log.wal.path().display()), &e))?;
+    if let Err(e) = txn.commit() {
+        // Logged but not committed: take the records back out of the log, or
+        // replay would apply writes that were answered with an error.
+        if let Err(retract) = log.wal.retract_batch() {
+            // Its outcome is unknown: the reopen will apply it from the log.
+            tracing::error!(error = %retract, "cannot take a failed batch back out of the write-ahead log");
+            return Err(StorageError::Backend(format!(
+                "commit failed ({e}) and the logged batch could not be taken back ({retract}); \
+                 it is applied when the store reopens"
+            )));
+        }
+        return Err(db_err(e));
+    }
     log.next_lsn = last + 1;
-    txn.commit().map_err(StorageError::backend)?;
     Ok(outcomes)
 }
 
 /// Applies a logged write again (opening the store): the same changes its batch made.
-fn apply_record(
+pub(super) fn apply_record(
     fences: &mut ::redb::Table<&str, (&str, u64, Option<u64>)>,
     objects: &mut ::redb::Table<(&str, &str), &[u8]>,
     r: &RecordRef<'_>,
 ) -> Result<(), StorageError> {
     let key = (r.resource_id, r.file_path);
-    let old = objects.get(key).map_err(StorageError::backend)?.map(|v| v.value().to_vec());
+    let old = objects.get(key).map_err(db_err)?.map(|v| v.value().to_vec());
     match apply_mutation(old.as_deref(), r.mutation, r.bytes)? {
         Some(bytes) => {
-            objects.insert(key, bytes.as_slice()).map_err(StorageError::backend)?;
+            objects.insert(key, bytes.as_slice()).map_err(db_err)?;
         }
         None => {
-            objects.remove(key).map_err(StorageError::backend)?;
+            objects.remove(key).map_err(db_err)?;
         }
     }
-    fences.insert(r.resource_id, (r.lock, r.high_water, r.sequence)).map_err(StorageError::backend)?;
+    fences.insert(r.resource_id, (r.lock, r.high_water, r.sequence)).map_err(db_err)?;
     Ok(())
 }
 
@@ -393,18 +394,17 @@ impl Engine for RedbEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             super::validate_file_path(file_path)?;
-            let db = self.db.clone();
+            let db = self.slot.get()?;
             let (resource_id, file_path) = (resource_id.to_owned(), file_path.to_owned());
             tokio::task::spawn_blocking(move || {
                 // One read transaction: the object and fence are from the same commit.
-                let txn = db.begin_read().map_err(StorageError::backend)?;
-                let fences = txn.open_table(FENCES).map_err(StorageError::backend)?;
-                let objects = txn.open_table(OBJECTS).map_err(StorageError::backend)?;
-                let fence =
-                    fences.get(resource_id.as_str()).map_err(StorageError::backend)?.map(|v| decode_fence(v.value()));
+                let txn = db.begin_read().map_err(db_err)?;
+                let fences = txn.open_table(FENCES).map_err(db_err)?;
+                let objects = txn.open_table(OBJECTS).map_err(db_err)?;
+                let fence = fences.get(resource_id.as_str()).map_err(db_err)?.map(|v| decode_fence(v.value()));
                 let bytes = objects
                     .get((resource_id.as_str(), file_path.as_str()))
-                    .map_err(StorageError::backend)?
+                    .map_err(db_err)?
                     .map(|v| v.value().to_vec());
                 Ok(ReadResult { bytes, fence })
             })
@@ -416,7 +416,7 @@ impl Engine for RedbEngine {
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
-            RedbEngine::read_fence(&self.db, resource_id)
+            RedbEngine::read_fence(&self.slot, resource_id)
         })
     }
 }

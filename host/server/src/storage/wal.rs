@@ -88,6 +88,8 @@ pub struct Wal {
     file: RecordFile,
     /// The batch being staged.
     buf: Vec<u8>,
+    /// Bytes of the last appended batch.
+    last_batch: u64,
 }
 
 impl Wal {
@@ -100,7 +102,7 @@ impl Wal {
         file.read_to_end(&mut bytes)?;
         let pending = replay(&bytes, applied);
         let file = RecordFile::new(file, 0, bytes.len() as u64, PREALLOCATE_BYTES);
-        Ok((Wal { path, file, buf: Vec::new() }, pending))
+        Ok((Wal { path, file, buf: Vec::new(), last_batch: 0 }, pending))
     }
 
     /// Bytes of records since the last rewind.
@@ -125,8 +127,16 @@ impl Wal {
             return Ok(());
         }
         let result = self.file.append(&self.buf);
+        self.last_batch = if result.is_ok() { self.buf.len() as u64 } else { 0 };
         self.buf.clear();
         result
+    }
+
+    /// Takes the last appended batch back out (its redb commit failed), so
+    /// replay never applies it; the next batch reuses its place and LSNs.
+    pub fn retract_batch(&mut self) -> std::io::Result<()> {
+        let n = std::mem::take(&mut self.last_batch);
+        self.file.retract(n)
     }
 
     /// Starts writing at offset 0 again; only after a checkpoint made every record durable in redb.

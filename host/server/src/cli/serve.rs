@@ -264,6 +264,7 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) ->
     }
     let m = metrics.clone();
     app = app.route("/metrics", get(move || std::future::ready(m.handler())));
+    app = crate::http::with_fallbacks(app.merge(crate::http::openapi::router()));
     let authenticated = auth.is_some();
     if let Some(auth) = auth {
         app = crate::http::auth::protect(app, auth);

@@ -10,22 +10,22 @@
 //! 400 naming the field.
 
 use super::ApiError;
+use super::ErrorBody;
 use super::body::ApiJson;
 use crate::storage::{StorageError, StorageService, validate_lock_id, validate_resource_id};
-use crate::wire::storage::{FenceBody, ResetBody};
+use crate::wire::storage::{FenceBody, ResetAnswer, ResetBody};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use fencing_runtime::Fence;
-use serde_json::json;
 
 /// Longest accepted reset reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
 
 #[derive(Clone)]
-struct Admin {
+pub(crate) struct Admin {
     service: StorageService,
     enabled: bool,
 }
@@ -63,7 +63,13 @@ pub fn reset_target(body: &ResetBody) -> Result<Option<Fence>, ApiError> {
     }
 }
 
-async fn reset(State(admin): State<Admin>, ApiJson(body): ApiJson<ResetBody>) -> Result<Response, ApiError> {
+/// Replace one resource's fence (operators; servers with `--auth-token-file` only).
+#[utoipa::path(post, path = "/v1/admin/fences/reset", tag = "admin", request_body = ResetBody,
+    responses(
+        (status = 200, description = "The fence replaced; logged", body = ResetAnswer),
+        (status = 403, description = "Not served without `--auth-token-file` (`admin_disabled`)", body = ErrorBody),
+    ))]
+pub(crate) async fn reset(State(admin): State<Admin>, ApiJson(body): ApiJson<ResetBody>) -> Result<Response, ApiError> {
     if !admin.enabled {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -77,10 +83,10 @@ async fn reset(State(admin): State<Admin>, ApiJson(body): ApiJson<ResetBody>) ->
         .reset_fence(&body.resource_id, to.clone(), body.reason.trim())
         .await
         .map_err(super::storage::storage_error)?;
-    Ok(Json(json!({
-        "resource_id": body.resource_id,
-        "previous": previous.map(FenceBody::from),
-        "fence": to.map(FenceBody::from),
-    }))
+    Ok(Json(ResetAnswer {
+        resource_id: body.resource_id,
+        previous: previous.map(FenceBody::from),
+        fence: to.map(FenceBody::from),
+    })
     .into_response())
 }

@@ -32,13 +32,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             Ok(b) => b,
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
-                return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, message));
+                return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, message).with_field("body"));
             }
             Err(e) if timed_out(&e) => {
                 let message = "the request body stalled longer than the server's body timeout";
-                return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, BODY_TIMEOUT, message));
+                return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, BODY_TIMEOUT, message).with_field("body"));
             }
-            Err(e) => return Err(ApiError::new(e.status(), "bad_body", e.body_text())),
+            Err(e) => return Err(ApiError::new(e.status(), "bad_body", e.body_text()).with_field("body")),
         };
         decode_json(&bytes).map(ApiJson)
     }
@@ -68,13 +68,14 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let parent = if path == "." || path.is_empty() { None } else { Some(path) };
         let code = if inner.is_syntax() || inner.is_eof() { "malformed_json" } else { "invalid_field" };
         let message = inner.to_string();
+        // A fault that is not inside any field (not JSON, not an object) is the body's.
         let field = match missing_field(&message) {
             Some(name) => Some(parent.map_or_else(|| name.to_owned(), |p| format!("{p}.{name}"))),
-            None => parent,
+            None => Some(parent.unwrap_or_else(|| "body".to_owned())),
         };
         ApiError { status: StatusCode::BAD_REQUEST, code, message, field }
     })?;
-    de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()))?;
+    de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()).with_field("body"))?;
     Ok(value)
 }
 
@@ -130,5 +131,13 @@ mod tests {
     fn decode_json_reports_malformed_json() {
         let e = decode_json::<Body>(br#"{"outer":"#).unwrap_err();
         assert_eq!(e.code, "malformed_json");
+        let e = decode_json::<Body>(b"not json").unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            ("malformed_json", Some("body")),
+            "a fault outside any field is the body's"
+        );
+        let e = decode_json::<Body>(b"[1, 2]").unwrap_err();
+        assert!(e.field.is_some(), "a body of the wrong shape still names where: {e:?}");
     }
 }

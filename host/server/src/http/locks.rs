@@ -10,10 +10,11 @@
 //! `--max-held-locks` cap (`too_many_locks`), 503.
 
 use super::ApiError;
+use super::ErrorBody;
 use super::body::{ApiJson, decode_json};
 use super::query::Params;
 use crate::locks::{Acquired, LockError, LockService, ValidAcquire};
-use crate::wire::locks::{AcquireRequest, LeaseRef};
+use crate::wire::locks::{AcquireRequest, Grant, LeaseRef, Refusal, Released, Renewed, Status};
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -41,7 +42,14 @@ pub fn decode_acquire(bytes: &[u8]) -> Result<ValidAcquire, ApiError> {
     ValidAcquire::new(decode_json(bytes)?).map_err(api_error)
 }
 
-async fn acquire(State(svc): Svc, ApiJson(req): ApiJson<AcquireRequest>) -> Result<Response, ApiError> {
+/// Acquire a lease on a lock, with a fencing token above every earlier one.
+#[utoipa::path(post, path = "/v1/locks/acquire", tag = "locks", request_body = AcquireRequest,
+    responses(
+        (status = 200, description = "Granted", body = Grant),
+        (status = 409, description = "Held by another lease", body = Refusal),
+        (status = 503, description = "At the held-lease cap, or the backend cannot answer", body = ErrorBody),
+    ))]
+pub(crate) async fn acquire(State(svc): Svc, ApiJson(req): ApiJson<AcquireRequest>) -> Result<Response, ApiError> {
     let req = ValidAcquire::new(req).map_err(api_error)?;
     match svc.acquire(req).await.map_err(api_error)? {
         Acquired::Granted(grant) => Ok(Json(grant).into_response()),
@@ -49,16 +57,39 @@ async fn acquire(State(svc): Svc, ApiJson(req): ApiJson<AcquireRequest>) -> Resu
     }
 }
 
-/// The lease id is checked by the service, which parses it once.
-async fn renew(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+/// Extend a lease; only its own `lock_token` can.
+#[utoipa::path(post, path = "/v1/locks/renew", tag = "locks", request_body = LeaseRef,
+    responses(
+        (status = 200, description = "Renewed", body = Renewed),
+        (status = 409, description = "Not this lock's current lease (`wrong_lease`)", body = ErrorBody),
+        (status = 410, description = "The lease expired (`lease_expired`)", body = ErrorBody),
+        (status = 503, description = "The backend cannot answer", body = ErrorBody),
+    ))]
+pub(crate) async fn renew(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+    // The lease id is checked by the service, which parses it once.
     Ok(Json(svc.renew(lease).await.map_err(api_error)?).into_response())
 }
 
-async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
+/// Release a lease; only its own `lock_token` can.
+#[utoipa::path(post, path = "/v1/locks/release", tag = "locks", request_body = LeaseRef,
+    responses(
+        (status = 200, description = "Released", body = Released),
+        (status = 409, description = "Not this lock's current lease (`wrong_lease`)", body = ErrorBody),
+        (status = 410, description = "The lease expired (`lease_expired`)", body = ErrorBody),
+        (status = 503, description = "The backend cannot answer", body = ErrorBody),
+    ))]
+pub(crate) async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
     Ok(Json(svc.release(lease).await.map_err(api_error)?).into_response())
 }
 
-async fn status(State(svc): Svc, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+/// Who holds a lock, with which token, for how much longer.
+#[utoipa::path(get, path = "/v1/locks/status", tag = "locks",
+    params(("resource_id" = String, Query, description = "The lock")),
+    responses(
+        (status = 200, description = "The lock's state", body = Status),
+        (status = 503, description = "The backend cannot answer", body = ErrorBody),
+    ))]
+pub(crate) async fn status(State(svc): Svc, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let q = Params::parse(query.as_deref(), &["resource_id"])?;
     let id = q.required("resource_id")?;
     Ok(Json(svc.status(id.to_owned()).await.map_err(api_error)?).into_response())

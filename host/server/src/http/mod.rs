@@ -12,6 +12,7 @@ pub mod body;
 pub mod conn;
 pub mod gate;
 pub mod locks;
+pub mod openapi;
 pub mod query;
 pub mod storage;
 
@@ -22,7 +23,6 @@ use body::{BODY_TIMEOUT, BODY_TOO_LARGE};
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 /// An API error: status, machine-readable code, message, and the field at fault.
 #[derive(Debug, Clone)]
@@ -62,13 +62,29 @@ impl ApiError {
     }
 }
 
+/// Every error answer's body: `{"error": {"code", "message", "field"?}}`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, and where.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Machine-readable: `invalid_field`, `malformed_json`, `unsupported_media_type`, `host_not_allowed`, ...
+    pub code: String,
+    /// For people.
+    pub message: String,
+    /// The field, parameter or header at fault (`write_payload.bytes`, `resource_id`, `content-type`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(field) = self.field {
-            error["field"] = json!(field);
-        }
-        let mut response = (self.status, axum::Json(json!({ "error": error }))).into_response();
+        let body =
+            ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message, field: self.field } };
+        let mut response = (self.status, axum::Json(body)).into_response();
         if self.code == BODY_TOO_LARGE || self.code == BODY_TIMEOUT {
             // The rest of the body was never read, so the connection cannot
             // carry another request: say so, and a client will not reuse it.
@@ -77,6 +93,20 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// `app` with JSON answers for an unknown path (404 naming `path`) and an
+/// unsupported method (405 naming `method`), like every other error.
+pub fn with_fallbacks(app: Router) -> Router {
+    app.fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint").with_field("path") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method",
+            )
+            .with_field("method")
+        })
 }
 
 /// Serves `app` on `listener` until ctrl-c or SIGTERM, with the default [`ConnLimits`].

@@ -22,7 +22,11 @@ impl Params {
             let key = decode(raw_key).map_err(|why| ApiError::field("query", format!("parameter name: {why}")))?;
             let Some(&known) = allowed.iter().find(|k| **k == key) else {
                 let expected = allowed.join(", ");
-                return Err(ApiError::field(key, format!("unknown query parameter (this endpoint takes {expected})")));
+                let field = if key.is_empty() { "query".to_owned() } else { key };
+                return Err(ApiError::field(
+                    field,
+                    format!("unknown query parameter (this endpoint takes {expected})"),
+                ));
             };
             let value = decode(raw_value).map_err(|why| ApiError::field(known, why))?;
             if params.insert(known, value).is_some() {

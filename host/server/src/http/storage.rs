@@ -8,10 +8,11 @@
 //! A request that gets any non-200 answer changed nothing.
 
 use super::ApiError;
+use super::ErrorBody;
 use super::body::{ApiJson, decode_json};
 use super::query::Params;
 use crate::storage::{Mutation, StorageError, StorageService, ValidWrite, WriteOutcome, WriteRequest};
-use crate::wire::storage::{FenceBody, WriteBody};
+use crate::wire::storage::{FenceAnswer, FenceBody, ReadAnswer, WriteAdmitted, WriteBody, WriteRefused};
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -19,7 +20,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde_json::json;
+use fencing_runtime::Fence;
 
 /// The storage routes, sharing `service`.
 pub fn router(service: StorageService) -> Router {
@@ -91,90 +92,101 @@ pub fn write_request(body: WriteBody) -> Result<ValidWrite, ApiError> {
     })
 }
 
-async fn write(State(service): State<StorageService>, ApiJson(body): ApiJson<WriteBody>) -> Result<Response, ApiError> {
+/// Decide a write against its resource's fence and apply it if admitted.
+#[utoipa::path(post, path = "/v1/storage/write", tag = "storage", request_body = WriteBody,
+    responses(
+        (status = 200, description = "Admitted and durable", body = WriteAdmitted),
+        (status = 409, description = "Refused by the fence (or too far ahead); nothing changed", body = WriteRefused),
+        (status = 413, description = "Body over 8 MiB, or object over 64 MiB", body = ErrorBody),
+        (status = 503, description = "The guard could not decide (fail closed), or the store is reopening", body = WriteRefused),
+        (status = 507, description = "The disk is full; nothing applied", body = ErrorBody),
+    ))]
+pub(crate) async fn write(
+    State(service): State<StorageService>,
+    ApiJson(body): ApiJson<WriteBody>,
+) -> Result<Response, ApiError> {
     let req = write_request(body)?;
     let resource_id = req.resource_id.clone();
     let presented = req.token;
     let recorded = service.write(req).await.map_err(storage_error)?;
     let flapping = recorded.flapping;
+    let refused = |reason: &str, fence: Option<Fence>| WriteRefused {
+        accepted: false,
+        reason: reason.to_owned(),
+        presented,
+        high_water: fence.as_ref().map_or(0, |f| f.high_water),
+        fence: fence.map(FenceBody::from),
+        max_token_advance: None,
+        message: None,
+    };
     Ok(match recorded.outcome {
-        WriteOutcome::Admitted { high_water, sequence, new_term } => Json(json!({
-            "accepted": true,
-            "resource_id": resource_id,
-            "high_water": high_water,
-            "sequence": sequence,
-            "new_term": new_term,
-            "flapping": flapping,
-        }))
-        .into_response(),
-        WriteOutcome::Rejected { rejection, fence } => (
-            StatusCode::CONFLICT,
-            Json(json!({
-                "accepted": false,
-                "reason": rejection.reason(),
-                "presented": presented,
-                "high_water": fence.as_ref().map_or(0, |f| f.high_water),
-                "fence": fence.map(FenceBody::from),
-            })),
-        )
-            .into_response(),
-        WriteOutcome::TooFarAhead { max_advance, fence } => (
-            StatusCode::CONFLICT,
-            Json(json!({
-                "accepted": false,
-                "reason": "token_too_far_ahead",
-                "presented": presented,
-                "high_water": fence.high_water,
-                "max_token_advance": max_advance,
-                "fence": FenceBody::from(fence),
-            })),
-        )
-            .into_response(),
-        WriteOutcome::GuardFailed { failure, fence } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "accepted": false,
-                "reason": failure.reason(),
-                "message": failure.to_string(),
-                "presented": presented,
-                "high_water": fence.as_ref().map_or(0, |f| f.high_water),
-            })),
-        )
-            .into_response(),
+        WriteOutcome::Admitted { high_water, sequence, new_term } => {
+            Json(WriteAdmitted { accepted: true, resource_id, high_water, sequence, new_term, flapping })
+                .into_response()
+        }
+        WriteOutcome::Rejected { rejection, fence } => {
+            (StatusCode::CONFLICT, Json(refused(rejection.reason(), fence))).into_response()
+        }
+        WriteOutcome::TooFarAhead { max_advance, fence } => {
+            let answer =
+                WriteRefused { max_token_advance: Some(max_advance), ..refused("token_too_far_ahead", Some(fence)) };
+            (StatusCode::CONFLICT, Json(answer)).into_response()
+        }
+        WriteOutcome::GuardFailed { failure, fence } => {
+            let answer = WriteRefused { message: Some(failure.to_string()), ..refused(failure.reason(), fence) };
+            (StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response()
+        }
     })
 }
 
-async fn read(State(service): State<StorageService>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+/// One object and its resource's fence, from one snapshot.
+#[utoipa::path(get, path = "/v1/storage/read", tag = "storage",
+    params(
+        ("resource_id" = String, Query, description = "The resource"),
+        ("file_path" = String, Query, description = "The object"),
+    ),
+    responses(
+        (status = 200, description = "The object", body = ReadAnswer),
+        (status = 404, description = "No such object", body = ErrorBody),
+    ))]
+pub(crate) async fn read(
+    State(service): State<StorageService>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
     let q = Params::parse(query.as_deref(), &["resource_id", "file_path"])?;
     let resource_id = q.required("resource_id")?;
     let file_path = q.required("file_path")?;
     let read = service.read(resource_id, file_path).await.map_err(storage_error)?;
     let Some(bytes) = read.bytes else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "object_not_found",
-            format!("no object {file_path:?} in resource {resource_id:?}"),
-        ));
+        let message = format!("no object {file_path:?} in resource {resource_id:?}");
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "object_not_found", message).with_field("file_path"));
     };
-    Ok(Json(json!({
-        "resource_id": resource_id,
-        "file_path": file_path,
-        "size": bytes.len(),
-        "bytes": BASE64.encode(&bytes),
-        "fence": read.fence.map(FenceBody::from),
-    }))
+    Ok(Json(ReadAnswer {
+        resource_id: resource_id.to_owned(),
+        file_path: file_path.to_owned(),
+        size: bytes.len() as u64,
+        bytes: BASE64.encode(&bytes),
+        fence: read.fence.map(FenceBody::from),
+    })
     .into_response())
 }
 
-async fn fence(State(service): State<StorageService>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+/// A resource's fence.
+#[utoipa::path(get, path = "/v1/storage/fence", tag = "storage",
+    params(("resource_id" = String, Query, description = "The resource")),
+    responses((status = 200, description = "The fence (null when none)", body = FenceAnswer)))]
+pub(crate) async fn fence(
+    State(service): State<StorageService>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
     let q = Params::parse(query.as_deref(), &["resource_id"])?;
     let resource_id = q.required("resource_id")?;
     let (fence, flapping) = service.fence(resource_id).await.map_err(storage_error)?;
-    Ok(Json(json!({
-        "resource_id": resource_id,
-        "high_water": fence.as_ref().map_or(0, |f| f.high_water),
-        "fence": fence.map(FenceBody::from),
-        "flapping": flapping,
-    }))
+    Ok(Json(FenceAnswer {
+        resource_id: resource_id.to_owned(),
+        high_water: fence.as_ref().map_or(0, |f| f.high_water),
+        fence: fence.map(FenceBody::from),
+        flapping,
+    })
     .into_response())
 }

@@ -46,6 +46,20 @@ pub enum Mutation {
     Delete,
 }
 
+/// The wire schema: the upper-case names, and the lower-case ones also accepted.
+impl utoipa::PartialSchema for Mutation {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["PUT", "APPEND", "DELETE", "put", "append", "delete"]))
+            .description(Some("PUT replaces the object, APPEND appends to it, DELETE removes it."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Mutation {}
+
 impl Mutation {
     /// The wire name (`PUT`, `APPEND`, `DELETE`).
     pub fn as_str(self) -> &'static str {

@@ -1,0 +1,122 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 description of both APIs, generated
+//! from the request and response types and the handlers' annotations (no
+//! hand-written schema to drift from the code).
+//!
+//! Invariant: every status a route can answer is documented on it; the
+//! statuses any route can get from the layers in front of it (the gate,
+//! authentication, body decoding) are added to every operation by
+//! [`CommonErrors`], each with the one error body.
+
+use super::ErrorBody;
+use axum::Router;
+use axum::routing::get;
+use utoipa::OpenApi;
+use utoipa::openapi::response::{ResponseBuilder, ResponsesBuilder};
+use utoipa::openapi::{ContentBuilder, Ref};
+
+/// The API description.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "fencing",
+        description = "A lock service that hands out fencing tokens, and storage that refuses writes whose token is \
+                       older than the resource's high-water mark. Every error answer is `{\"error\": {\"code\", \
+                       \"message\", \"field\"?}}`, naming the field, parameter or header at fault."
+    ),
+    paths(
+        super::storage::write,
+        super::storage::read,
+        super::storage::fence,
+        super::locks::acquire,
+        super::locks::renew,
+        super::locks::release,
+        super::locks::status,
+        super::admin::reset,
+        metrics,
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&CommonErrors),
+)]
+pub struct ApiDoc;
+
+/// Prometheus metrics of every subsystem.
+#[utoipa::path(get, path = "/metrics", tag = "metrics",
+    responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text", body = String)))]
+#[allow(dead_code)]
+fn metrics() {}
+
+/// Adds the answers of the layers in front of every route.
+struct CommonErrors;
+
+impl utoipa::Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
+                )
+                .build()
+        };
+        let common = [
+            ("400", "Malformed: the error names the field, parameter or header"),
+            ("401", "Authentication required (servers with --auth-token-file)"),
+            ("403", "A browser page from another origin"),
+            ("408", "The request body stalled"),
+            ("413", "Request body over 8 MiB"),
+            ("415", "Not `Content-Type: application/json`, or an encoded body"),
+            ("421", "A Host this server does not serve"),
+            ("500", "An unexpected failure; the outcome is unknown"),
+            ("503", "Not available right now"),
+        ];
+        for item in openapi.paths.paths.values_mut() {
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                let mut responses = std::mem::replace(&mut op.responses, ResponsesBuilder::new().build());
+                for (status, description) in common {
+                    if !responses.responses.contains_key(status) {
+                        responses.responses.insert(status.to_owned(), error(description).into());
+                    }
+                }
+                op.responses = responses;
+            }
+        }
+    }
+}
+
+/// The route serving the description.
+pub fn router() -> Router {
+    let doc = ApiDoc::openapi();
+    Router::new().route("/openapi.json", get(move || std::future::ready(axum::Json(doc.clone()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_described_with_the_common_errors() {
+        let doc = ApiDoc::openapi();
+        let paths: Vec<&str> = doc.paths.paths.keys().map(String::as_str).collect();
+        for route in [
+            "/v1/storage/write",
+            "/v1/storage/read",
+            "/v1/storage/fence",
+            "/v1/locks/acquire",
+            "/v1/locks/renew",
+            "/v1/locks/release",
+            "/v1/locks/status",
+            "/v1/admin/fences/reset",
+            "/metrics",
+        ] {
+            assert!(paths.contains(&route), "{route} is not described: {paths:?}");
+        }
+        let write = doc.paths.paths["/v1/storage/write"].post.as_ref().expect("POST /v1/storage/write");
+        for status in ["200", "400", "409", "413", "415", "421", "503", "507"] {
+            assert!(write.responses.responses.contains_key(status), "write lacks {status}");
+        }
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["openapi"], "3.1.0");
+        assert_eq!(json["components"]["schemas"]["WriteBody"]["additionalProperties"], false, "unknown fields refused");
+    }
+}

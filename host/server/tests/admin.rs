@@ -193,3 +193,33 @@ async fn bump_tokens_moves_a_restored_directory_above_tokens_handed_out_since_th
     let out = fencing().args(["admin", "bump-tokens", "--data-dir"]).arg(&bumped).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "--by or --to is required");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_gives_the_space_of_deleted_objects_back() {
+    use fencing_host::storage::{Engine, Mutation, RedbEngine};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("storage");
+    {
+        let guard = std::sync::Arc::new(fencing_runtime::NativeGuard);
+        let engine = RedbEngine::open(&store, guard, fencing_runtime::Policy::NonDecreasing).unwrap();
+        for i in 0..40 {
+            let w = storage_support::req("big", 1, &format!("/o{i}"), Mutation::Put, &[7u8; 256 << 10]);
+            engine.write(w).await.unwrap();
+        }
+        for i in 1..40 {
+            engine.write(storage_support::req("big", 1, &format!("/o{i}"), Mutation::Delete, b"")).await.unwrap();
+        }
+    }
+    let out = fencing().args(["admin", "compact", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (before, after) = (report["bytes_before"].as_u64().unwrap(), report["bytes_after"].as_u64().unwrap());
+    assert!(before > 8 << 20 && after < before / 4, "{report}");
+    let guard = std::sync::Arc::new(fencing_runtime::NativeGuard);
+    let engine = RedbEngine::open(&store, guard, fencing_runtime::Policy::NonDecreasing).unwrap();
+    assert_eq!(engine.read("big", "/o0").await.unwrap().bytes.map(|b| b.len()), Some(256 << 10), "kept object intact");
+    assert_eq!(engine.read("big", "/o1").await.unwrap().bytes, None);
+    // A directory without a store is bad input.
+    let out = fencing().args(["admin", "compact", "--data-dir"]).arg(dir.path().join("none")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -10,6 +10,9 @@
 //!   (`--keep-leases` keeps the journal when the directory was not restored).
 //! - `reset-fence`: replaces one resource's fence on a running server
 //!   (`POST /v1/admin/fences/reset`, behind its bearer token).
+//! - `compact`: shrinks a stopped server's store file to what its objects
+//!   use (redb reuses the pages of deleted objects but never gives them back
+//!   to the file system by itself).
 //!
 //! Exit codes: 0 done; 1 the server refused or could not be reached, or the
 //! directory is in use; 2 bad input.
@@ -68,6 +71,12 @@ enum AdminCommand {
         #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
         auth_token_file: PathBuf,
     },
+    /// Shrink a stopped server's store file (`--store redb`) after deletes.
+    Compact {
+        /// The server's `--data-dir`.
+        #[arg(long, default_value = "./fencing-data", env = "FENCING_DATA_DIR")]
+        data_dir: PathBuf,
+    },
 }
 
 pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -98,6 +107,17 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 "leases_dropped": dropped,
                 "first_grant_waits_ms": if dropped { after.max_lease_ms } else { 0 },
             });
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::Compact { data_dir } => {
+            let dir = data_dir.join("storage");
+            if !dir.join("fencing.redb").exists() {
+                return Err(super::usage(format!("{}: no store here (fencing.redb)", dir.display())));
+            }
+            let (before, after) =
+                crate::storage::compact(&dir).with_context(|| format!("compact {}", dir.display()))?;
+            let report = serde_json::json!({ "store": dir, "bytes_before": before, "bytes_after": after });
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

@@ -13,7 +13,9 @@ use crate::http::auth::{BearerAuth, read_token_file};
 use crate::http::gate::HostRules;
 use crate::http::{ConnLimits, ConnMetrics};
 use crate::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService, TokenMode};
-use crate::storage::{Engine, FlapConfig, PgGuard, PostgresEngine, RedbEngine, StorageMetrics, StorageService};
+use crate::storage::{
+    Engine, FlapConfig, PgGuard, PostgresEngine, RedbEngine, StorageMetrics, StorageService, StoreOptions,
+};
 use crate::telemetry::Metrics;
 use anyhow::Context;
 use axum::Router;
@@ -128,6 +130,11 @@ pub struct ServeArgs {
     /// again once the reserve can be taken back. 0 disables it.
     #[arg(long, default_value_t = crate::storage::DEFAULT_SPACE_RESERVE)]
     pub space_reserve: u64,
+    /// With `--store redb`: most bytes of objects the store holds; a write that
+    /// would grow past it gets 507 `quota_exceeded` (counted in
+    /// `fencing_storage_quota_refusals_total`), DELETEs always pass.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_store_bytes: Option<u64>,
     #[command(flatten)]
     pub locks: LockArgs,
     #[command(flatten)]
@@ -229,6 +236,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.plugin.is_some() && args.guard == GuardKind::Native {
         return Err(super::usage("--plugin needs --guard wasm"));
     }
+    if args.store == StoreKind::Postgres && args.max_store_bytes.is_some() {
+        return Err(super::usage("--max-store-bytes applies to --store redb; PostgreSQL has its own quotas"));
+    }
     if args.flap_window.is_zero() {
         return Err(super::usage("--flap-window must be positive"));
     }
@@ -309,7 +319,8 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> any
     let engine: Arc<dyn Engine> = match args.store {
         StoreKind::Redb => {
             let dir = args.data_dir.join("storage");
-            let engine = RedbEngine::open_with_reserve(&dir, guard, policy, args.space_reserve)
+            let options = StoreOptions { space_reserve: args.space_reserve, max_bytes: args.max_store_bytes };
+            let engine = RedbEngine::open_with(&dir, guard, policy, options)
                 .with_context(|| format!("open store in {}", dir.display()))?;
             engine.set_max_token_advance(args.max_token_advance);
             Arc::new(engine)

@@ -42,6 +42,9 @@ pub fn storage_error(e: StorageError) -> ApiError {
         StorageError::NoSpace(_) => {
             ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", e.to_string())
         }
+        StorageError::QuotaExceeded { .. } => {
+            ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded", e.to_string())
+        }
         StorageError::Unavailable(_) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())
         }

@@ -21,8 +21,8 @@ mod validate;
 mod wal;
 
 pub use self::postgres::{PgGuard, PostgresEngine};
-pub use self::redb::RedbEngine;
-pub use self::redb_open::{DEFAULT_SPACE_RESERVE, RESERVE_FILE};
+pub use self::redb::{RedbEngine, StoreOptions};
+pub use self::redb_open::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
@@ -127,6 +127,10 @@ pub enum StorageError {
     /// space is freed, without a restart.
     #[error("no space for the write: {0}")]
     NoSpace(String),
+    /// The write would take the store's objects past `--max-store-bytes`;
+    /// nothing was applied. DELETEs are always decided.
+    #[error("the store holds {used} bytes of objects; this write would pass its quota of {quota} bytes")]
+    QuotaExceeded { used: u64, quota: u64 },
     /// The store is reopening after a failed write and cannot answer for a
     /// moment; nothing was changed.
     #[error("storage is unavailable: {0}")]
@@ -160,6 +164,11 @@ pub trait Engine: Send + Sync {
 
     /// Reads one object and the resource's fence.
     fn read<'a>(&'a self, resource_id: &'a str, file_path: &'a str) -> BoxFuture<'a, Result<ReadResult, StorageError>>;
+
+    /// The bytes of all objects, where the engine keeps count.
+    fn stored_bytes(&self) -> Option<u64> {
+        None
+    }
 
     /// The resource's fence (`None`: no write was ever admitted).
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;

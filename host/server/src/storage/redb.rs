@@ -44,6 +44,8 @@ pub(super) const OBJECTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition
 /// `wal_applied` -> the LSN of the last log record applied, written in the transaction that applied it.
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(super) const WAL_APPLIED: &str = "wal_applied";
+/// `object_bytes` -> the bytes of every object, kept with the writes that change it (the quota's measure).
+pub(super) const OBJECT_BYTES: &str = "object_bytes";
 /// Longest a log record waits for its checkpoint while writes keep coming.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
@@ -63,6 +65,22 @@ enum Task {
     Reset { resource_id: String, to: Option<Fence>, reply: oneshot::Sender<Result<Option<Fence>, StorageError>> },
 }
 
+/// How the embedded store uses its disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Bytes kept allocated beside the store and given back on a full disk (0: none; see `redb_open.rs`).
+    pub space_reserve: u64,
+    /// Most bytes of objects in all (`--max-store-bytes`): a write that would
+    /// grow past it gets 507 `quota_exceeded`; DELETEs are always decided.
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions { space_reserve: DEFAULT_SPACE_RESERVE, max_bytes: None }
+    }
+}
+
 /// A redb file holding every resource, fed by one group-committing thread.
 pub struct RedbEngine {
     slot: Arc<Slot>,
@@ -74,22 +92,22 @@ pub struct RedbEngine {
 
 impl RedbEngine {
     /// Opens (or creates) `dir/fencing.redb`, applies the log, and starts
-    /// the committer, with the default space reserve.
+    /// the committer, with the default options.
     pub fn open(dir: &Path, guard: Arc<dyn Guard>, policy: Policy) -> Result<RedbEngine, StorageError> {
-        RedbEngine::open_with_reserve(dir, guard, policy, DEFAULT_SPACE_RESERVE)
+        RedbEngine::open_with(dir, guard, policy, StoreOptions::default())
     }
 
-    /// Likewise with a space reserve of `reserve` bytes (0: none; see `redb_open.rs`).
-    pub fn open_with_reserve(
+    /// Likewise with `options`.
+    pub fn open_with(
         dir: &Path,
         guard: Arc<dyn Guard>,
         policy: Policy,
-        reserve: u64,
+        options: StoreOptions,
     ) -> Result<RedbEngine, StorageError> {
-        let (store, slot) = Store::open(dir, reserve)?;
+        let (store, slot) = Store::open(dir, options.space_reserve)?;
         let (tx, rx) = mpsc::channel::<Task>();
         let max_advance = Arc::new(AtomicU64::new(u64::MAX));
-        let rules = Rules { guard, policy, max_advance: max_advance.clone() };
+        let rules = Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes };
         let committer = std::thread::Builder::new()
             .name("fencing-redb-commit".into())
             .spawn(move || run_committer(store, &rules, rx))
@@ -129,11 +147,13 @@ fn decode_fence((lock, high_water, sequence): (&str, u64, Option<u64>)) -> Fence
     Fence { lock: lock.to_owned(), high_water, sequence }
 }
 
-/// What decides a write: the guard, its policy and the advance bound.
+/// What decides a write: the guard, its policy, the advance bound and the quota.
 struct Rules {
     guard: Arc<dyn Guard>,
     policy: Policy,
     max_advance: Arc<AtomicU64>,
+    /// Most bytes of objects in all (`--max-store-bytes`).
+    quota: Option<u64>,
 }
 
 fn run_committer(mut store: Store, rules: &Rules, rx: mpsc::Receiver<Task>) {
@@ -220,8 +240,11 @@ fn commit_jobs(store: &mut Store, rules: &Rules, batch: Vec<Job>) {
     let growth = store.growth();
     let result = store.ready().and_then(|(db, log)| commit_batch(db, rules, log, &growth, &batch));
     store.after(&result);
-    if result.is_ok() && batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
-        store.note_deletes();
+    if result.is_ok() {
+        store.publish();
+        if batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
+            store.note_deletes();
+        }
     }
     match result {
         Ok(outcomes) => {
@@ -253,6 +276,8 @@ fn commit_batch(
     // Admitted writes are staged in the log's buffer as they are applied.
     log.wal.begin_batch();
     let mut staged = 0u64;
+    // How the batch changes the bytes of all objects.
+    let mut delta = 0i64;
     {
         let mut fences = txn.open_table(FENCES).map_err(db_err)?;
         let mut objects = txn.open_table(OBJECTS).map_err(db_err)?;
@@ -273,6 +298,20 @@ fn commit_batch(
                     continue;
                 }
             };
+            if let Some(quota) = rules.quota {
+                let old = objects.get((req.resource_id.as_str(), req.file_path.as_str())).map_err(db_err)?;
+                let old = old.map_or(0, |v| v.value().len()) as i64;
+                let new = match req.mutation {
+                    Mutation::Put => req.bytes.len() as i64,
+                    Mutation::Append => old + req.bytes.len() as i64,
+                    Mutation::Delete => 0,
+                };
+                let used = (log.object_bytes as i64 + delta).max(0) as u64;
+                if new > old && used + (new - old) as u64 > quota {
+                    outcomes.push(Err(StorageError::QuotaExceeded { used, quota }));
+                    continue;
+                }
+            }
             let record = RecordRef {
                 lsn: log.next_lsn + staged,
                 resource_id: &req.resource_id,
@@ -285,7 +324,7 @@ fn commit_batch(
             };
             // The same application replay makes; only an object over the size limit fails alone.
             match apply_record(&mut fences, &mut objects, &record) {
-                Ok(()) => {}
+                Ok(change) => delta += change,
                 Err(e @ StorageError::TooLarge { .. }) => {
                     outcomes.push(Err(e));
                     continue;
@@ -302,7 +341,12 @@ fn commit_batch(
         return Ok(outcomes);
     }
     let last = log.next_lsn + staged - 1;
-    txn.open_table(META).map_err(db_err)?.insert(WAL_APPLIED, last).map_err(db_err)?;
+    let object_bytes = (log.object_bytes as i64 + delta).max(0) as u64;
+    {
+        let mut meta = txn.open_table(META).map_err(db_err)?;
+        meta.insert(WAL_APPLIED, last).map_err(db_err)?;
+        meta.insert(OBJECT_BYTES, object_bytes).map_err(db_err)?;
+    }
     // Durable in the log first; dropping `txn` on failure rolls the batch back.
     log.wal
         .append_batch()
@@ -321,27 +365,32 @@ fn commit_batch(
         return Err(db_err(e));
     }
     log.next_lsn = last + 1;
+    log.object_bytes = object_bytes;
     Ok(outcomes)
 }
 
-/// Applies a logged write again (opening the store): the same changes its batch made.
+/// Applies a logged write (in its batch, and again when opening the store):
+/// the same changes either way. Returns how it changed the bytes of all objects.
 pub(super) fn apply_record(
     fences: &mut ::redb::Table<&str, (&str, u64, Option<u64>)>,
     objects: &mut ::redb::Table<(&str, &str), &[u8]>,
     r: &RecordRef<'_>,
-) -> Result<(), StorageError> {
+) -> Result<i64, StorageError> {
     let key = (r.resource_id, r.file_path);
     let old = objects.get(key).map_err(db_err)?.map(|v| v.value().to_vec());
-    match apply_mutation(old.as_deref(), r.mutation, r.bytes)? {
+    let old_len = old.as_ref().map_or(0, Vec::len) as i64;
+    let new_len = match apply_mutation(old.as_deref(), r.mutation, r.bytes)? {
         Some(bytes) => {
             objects.insert(key, bytes.as_slice()).map_err(db_err)?;
+            bytes.len() as i64
         }
         None => {
             objects.remove(key).map_err(db_err)?;
+            0
         }
-    }
+    };
     fences.insert(r.resource_id, (r.lock, r.high_water, r.sequence)).map_err(db_err)?;
-    Ok(())
+    Ok(new_len - old_len)
 }
 
 /// Applies `mutation` to `current`, enforcing the object size limit. `None` result: delete.
@@ -366,6 +415,10 @@ fn apply_mutation(current: Option<&[u8]>, mutation: Mutation, bytes: &[u8]) -> R
 impl Engine for RedbEngine {
     fn name(&self) -> &'static str {
         "redb"
+    }
+
+    fn stored_bytes(&self) -> Option<u64> {
+        Some(self.slot.object_bytes())
     }
 
     fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {

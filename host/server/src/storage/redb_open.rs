@@ -25,10 +25,11 @@
 //!   rather than an answer from a database that stopped working.
 
 use super::StorageError;
-use super::redb::{FENCES, META, OBJECTS, WAL_APPLIED, apply_record};
+use super::redb::{FENCES, META, OBJECT_BYTES, OBJECTS, WAL_APPLIED, apply_record};
 use super::wal::{CHECKPOINT_BYTES, Wal};
-use ::redb::{Database, ReadableDatabase};
+use ::redb::{Database, ReadableDatabase, ReadableTable};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -55,19 +56,28 @@ pub(super) fn db_err(e: impl Into<::redb::Error>) -> StorageError {
     }
 }
 
-/// The open database as readers see it; empty while the committer reopens it.
-pub(super) struct Slot(RwLock<Option<Arc<Database>>>);
+/// The open database as readers see it (empty while the committer reopens
+/// it), and the bytes of all objects as of the last commit.
+pub(super) struct Slot {
+    db: RwLock<Option<Arc<Database>>>,
+    object_bytes: AtomicU64,
+}
 
 impl Slot {
     /// The database, or 503 while it is being reopened.
     pub(super) fn get(&self) -> Result<Arc<Database>, StorageError> {
-        self.0.read().expect("store slot").clone().ok_or_else(|| {
+        self.db.read().expect("store slot").clone().ok_or_else(|| {
             StorageError::Unavailable("the store is reopening after a failed write; retry shortly".into())
         })
     }
 
+    /// The bytes of all objects.
+    pub(super) fn object_bytes(&self) -> u64 {
+        self.object_bytes.load(Ordering::Acquire)
+    }
+
     fn set(&self, db: Option<Arc<Database>>) {
-        *self.0.write().expect("store slot") = db;
+        *self.db.write().expect("store slot") = db;
     }
 }
 
@@ -76,6 +86,8 @@ pub(super) struct Log {
     pub wal: Wal,
     pub next_lsn: u64,
     pub checkpointed: Instant,
+    /// The bytes of all objects as of the last commit.
+    pub object_bytes: u64,
 }
 
 /// The committer's side of the store: the database and its log when open.
@@ -109,7 +121,7 @@ impl Store {
             other => other?,
         };
         let db = Arc::new(db);
-        let slot = Arc::new(Slot(RwLock::new(Some(db.clone()))));
+        let slot = Arc::new(Slot { db: RwLock::new(Some(db.clone())), object_bytes: AtomicU64::new(log.object_bytes) });
         let store = Store {
             dir: dir.to_path_buf(),
             slot: slot.clone(),
@@ -157,6 +169,13 @@ impl Store {
         match &mut self.open {
             Some((db, log)) => Ok((db, log)),
             None => Err(self.last_error.clone().unwrap_or_else(|| StorageError::Unavailable("store closed".into()))),
+        }
+    }
+
+    /// Publishes the committed bytes of all objects to readers.
+    pub(super) fn publish(&self) {
+        if let Some((_, log)) = &self.open {
+            self.slot.object_bytes.store(log.object_bytes, Ordering::Release);
         }
     }
 
@@ -325,35 +344,75 @@ fn open_store(dir: &Path) -> Result<(Database, Log), StorageError> {
     let wal_path = dir.join(super::wal::WAL_FILE);
     // A store with its tables and nothing to apply opens without writing,
     // which is what lets it reopen on a disk that is still full.
-    let applied = {
+    let (applied, counted) = {
         let txn = db.begin_read().map_err(db_err)?;
         match txn.open_table(META) {
-            Ok(meta) => Some(meta.get(WAL_APPLIED).map_err(db_err)?.map_or(0, |v| v.value())),
-            Err(::redb::TableError::TableDoesNotExist(_)) => None,
+            Ok(meta) => (
+                Some(meta.get(WAL_APPLIED).map_err(db_err)?.map_or(0, |v| v.value())),
+                meta.get(OBJECT_BYTES).map_err(db_err)?.map(|v| v.value()),
+            ),
+            Err(::redb::TableError::TableDoesNotExist(_)) => (None, Some(0)),
             Err(e) => return Err(db_err(e)),
         }
+    };
+    // A store from before the count was kept is counted once.
+    let object_bytes = match counted {
+        Some(n) => n,
+        None => count_object_bytes(&db)?,
     };
     let (wal, pending) = Wal::open(dir, applied.unwrap_or(0))
         .map_err(|e| StorageError::io(&format!("open {}", wal_path.display()), &e))?;
     if applied.is_some() && pending.is_empty() {
         let next_lsn = applied.unwrap_or(0) + 1;
-        return Ok((db, Log { wal, next_lsn, checkpointed: Instant::now() }));
+        return Ok((db, Log { wal, next_lsn, checkpointed: Instant::now(), object_bytes }));
     }
     // Create the tables so read transactions never see them missing, and
     // apply the log's records in one durable commit.
     let txn = db.begin_write().map_err(db_err)?;
+    let mut delta = 0i64;
     {
         let mut fences = txn.open_table(FENCES).map_err(db_err)?;
         let mut objects = txn.open_table(OBJECTS).map_err(db_err)?;
         for r in &pending {
-            apply_record(&mut fences, &mut objects, &r.borrowed())?;
+            delta += apply_record(&mut fences, &mut objects, &r.borrowed())?;
         }
     }
     let applied = pending.last().map_or(applied.unwrap_or(0), |r| r.lsn);
-    txn.open_table(META).map_err(db_err)?.insert(WAL_APPLIED, applied).map_err(db_err)?;
+    let object_bytes = (object_bytes as i64 + delta).max(0) as u64;
+    {
+        let mut meta = txn.open_table(META).map_err(db_err)?;
+        meta.insert(WAL_APPLIED, applied).map_err(db_err)?;
+        meta.insert(OBJECT_BYTES, object_bytes).map_err(db_err)?;
+    }
     txn.commit().map_err(db_err)?;
     if !pending.is_empty() {
         tracing::info!(records = pending.len(), applied, "storage: applied the write-ahead log");
     }
-    Ok((db, Log { wal, next_lsn: applied + 1, checkpointed: Instant::now() }))
+    Ok((db, Log { wal, next_lsn: applied + 1, checkpointed: Instant::now(), object_bytes }))
+}
+
+/// Compacts the store in `dir` (its server stopped: the file is locked
+/// otherwise), after applying its log; the file's size before and after.
+pub fn compact(dir: &Path) -> Result<(u64, u64), StorageError> {
+    let file = dir.join("fencing.redb");
+    let size =
+        || std::fs::metadata(&file).map(|m| m.len()).map_err(|e| StorageError::io(&file.display().to_string(), &e));
+    let before = size()?;
+    let (mut db, log) = open_store(dir)?;
+    drop(log);
+    db.compact().map_err(db_err)?;
+    drop(db);
+    Ok((before, size()?))
+}
+
+/// Sums the sizes of every object (a store opened for the first time since the count was kept).
+fn count_object_bytes(db: &Database) -> Result<u64, StorageError> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let objects = txn.open_table(OBJECTS).map_err(db_err)?;
+    let mut total = 0u64;
+    for entry in objects.iter().map_err(db_err)? {
+        let (_, value) = entry.map_err(db_err)?;
+        total += value.value().len() as u64;
+    }
+    Ok(total)
 }

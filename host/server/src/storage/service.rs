@@ -25,6 +25,9 @@ pub struct Recorded {
 
 impl StorageService {
     pub fn new(engine: Arc<dyn Engine>, metrics: Arc<StorageMetrics>) -> StorageService {
+        if let Some(bytes) = engine.stored_bytes() {
+            metrics.set_object_bytes(bytes);
+        }
         StorageService { engine, metrics }
     }
 
@@ -33,8 +36,27 @@ impl StorageService {
         let start = Instant::now();
         let resource = req.resource_id.clone();
         let presented = req.token;
-        let outcome = self.engine.write(req).await?;
+        let outcome = match self.engine.write(req).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                match &e {
+                    StorageError::QuotaExceeded { used, quota } => {
+                        self.metrics.space_refused("quota");
+                        tracing::warn!(resource = %resource, used, quota, "write refused: the store's quota is reached");
+                    }
+                    StorageError::NoSpace(why) => {
+                        self.metrics.space_refused("disk_full");
+                        tracing::warn!(resource = %resource, why, "write refused: no space");
+                    }
+                    _ => {}
+                }
+                return Err(e);
+            }
+        };
         self.metrics.observe_latency(start.elapsed());
+        if let Some(bytes) = self.engine.stored_bytes() {
+            self.metrics.set_object_bytes(bytes);
+        }
         let flapping = match &outcome {
             WriteOutcome::Admitted { high_water, new_term, .. } => {
                 self.metrics.admitted(&resource, *high_water, *new_term)

@@ -71,6 +71,8 @@ pub struct StorageMetrics {
     flapping: Family<ResourceLabels, Gauge>,
     flap_events: Counter,
     tracked_resources: Gauge,
+    object_bytes: Gauge<u64, AtomicU64>,
+    space_refusals: Family<ReasonLabels, Counter>,
     recency: Mutex<SeriesBound<Tracked>>,
 }
 
@@ -89,6 +91,8 @@ impl StorageMetrics {
             flapping: Family::default(),
             flap_events: Counter::default(),
             tracked_resources: Gauge::default(),
+            object_bytes: Gauge::default(),
+            space_refusals: Family::default(),
             recency: Mutex::new(SeriesBound::new(config.max_tracked)),
         };
         metrics.register(|reg: &mut Registry| {
@@ -110,6 +114,12 @@ impl StorageMetrics {
                 "Resources with per-resource series (bounded)",
                 m.tracked_resources.clone(),
             );
+            reg.register("object_bytes", "Bytes of all stored objects (embedded store)", m.object_bytes.clone());
+            reg.register(
+                "space_refusals",
+                "Writes refused with 507, by reason (quota: --max-store-bytes; disk_full)",
+                m.space_refusals.clone(),
+            );
         });
         m
     }
@@ -117,6 +127,16 @@ impl StorageMetrics {
     /// Records the latency of any write that reached the engine.
     pub fn observe_latency(&self, elapsed: Duration) {
         self.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Sets the bytes of all stored objects.
+    pub fn set_object_bytes(&self, bytes: u64) {
+        self.object_bytes.set(bytes);
+    }
+
+    /// Records a write refused with 507, by reason (`quota`, `disk_full`).
+    pub fn space_refused(&self, reason: &'static str) {
+        self.space_refusals.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Records a rejection by reason.

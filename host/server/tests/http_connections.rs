@@ -193,3 +193,60 @@ async fn sigterm_with_stuck_clients_exits_within_its_bound_and_frees_the_data_di
     assert_eq!(status["held"], true, "{status}");
     assert_eq!(status["fencing_token"].as_u64(), Some(token));
 }
+
+/// The server's resident memory, in MiB.
+fn rss_mib(server: &ServeProcess) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib / 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_readers_of_a_large_object_share_one_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServeProcess::start_role("storage", dir.path(), &["--write-timeout", "60s"]);
+    server.ready().await;
+    let http = reqwest::Client::new();
+    let piece = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, vec![5u8; 5 << 20]);
+    for (i, mutation) in std::iter::once("PUT").chain(std::iter::repeat_n("APPEND", 11)).enumerate() {
+        let write = json!({"resource_id": "large", "fencing_token": 1, "write_payload":
+            {"file_path": "/large", "mutation_type": mutation, "bytes": piece}});
+        let resp = http.post(format!("{}/v1/storage/write", server.base)).json(&write).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "piece {i}");
+    }
+    // One full read first, so what the store caches of its own is in the baseline.
+    let full: Value = http
+        .get(format!("{}/v1/storage/read?resource_id=large&file_path=/large", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(full["size"], 60 << 20);
+    let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, full["bytes"].as_str().unwrap());
+    assert_eq!(decoded.unwrap(), vec![5u8; 60 << 20], "the streamed answer is the object");
+    drop(full);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let baseline = rss_mib(&server);
+    let mut readers = Vec::new();
+    for _ in 0..16 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut conn = socket.connect(addr(&server).parse().unwrap()).await.unwrap();
+        conn.write_all(b"GET /v1/storage/read?resource_id=large&file_path=/large HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        readers.push(conn);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let held = rss_mib(&server).saturating_sub(baseline);
+    println!("16 slow readers of a 60 MiB object: server RSS {baseline} MiB -> +{held} MiB");
+    // One copy is 60 MiB; a copy per reader would be 16 times that, and its base64 more.
+    assert!(held < 200, "16 slow readers added {held} MiB");
+    drop(readers);
+}

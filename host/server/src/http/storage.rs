@@ -21,6 +21,7 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use fencing_runtime::Fence;
+use futures::StreamExt;
 
 /// The storage routes, sharing `service`.
 pub fn router(service: StorageService) -> Router {
@@ -164,14 +165,47 @@ pub(crate) async fn read(
         let message = format!("no object {file_path:?} in resource {resource_id:?}");
         return Err(ApiError::new(StatusCode::NOT_FOUND, "object_not_found", message).with_field("file_path"));
     };
-    Ok(Json(ReadAnswer {
-        resource_id: resource_id.to_owned(),
-        file_path: file_path.to_owned(),
-        size: bytes.len() as u64,
-        bytes: BASE64.encode(&bytes),
-        fence: read.fence.map(FenceBody::from),
-    })
-    .into_response())
+    Ok(stream_read(resource_id, file_path, bytes, read.fence))
+}
+
+/// Raw bytes per streamed chunk: a multiple of 3, so the chunks' base64 concatenates.
+const READ_CHUNK: usize = 48 << 10;
+
+/// The read answer ([`ReadAnswer`]) with its base64 written a chunk at a
+/// time as the client reads, from the one copy of the object (shared with
+/// other readers by the engine), so a slow reader holds no copy of its own.
+fn stream_read(resource_id: &str, file_path: &str, bytes: bytes::Bytes, fence: Option<Fence>) -> Response {
+    #[derive(serde::Serialize)]
+    struct Head<'a> {
+        resource_id: &'a str,
+        file_path: &'a str,
+        size: u64,
+        fence: Option<FenceBody>,
+    }
+    let head = Head { resource_id, file_path, size: bytes.len() as u64, fence: fence.map(FenceBody::from) };
+    let mut prefix = serde_json::to_string(&head).expect("a read head serializes");
+    prefix.pop(); // the closing brace: `bytes` follows
+    prefix.push_str(r#","bytes":""#);
+    let length = prefix.len() + bytes.len().div_ceil(3) * 4 + 2;
+    let chunks = futures::stream::unfold(Some(0usize), move |at| {
+        let bytes = bytes.clone();
+        async move {
+            let at = at?;
+            let end = (at + READ_CHUNK).min(bytes.len());
+            let mut text = BASE64.encode(&bytes[at..end]).into_bytes();
+            if end == bytes.len() {
+                text.extend_from_slice(br#""}"#);
+                return Some((Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(text)), None));
+            }
+            Some((Ok(axum::body::Bytes::from(text)), Some(end)))
+        }
+    });
+    let body = futures::stream::once(async move { Ok(axum::body::Bytes::from(prefix)) }).chain(chunks);
+    let mut response = Response::new(axum::body::Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    headers.insert(axum::http::header::CONTENT_LENGTH, length.into());
+    response
 }
 
 /// A resource's fence.

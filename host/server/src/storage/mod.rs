@@ -13,6 +13,7 @@
 
 mod pg_extension;
 mod postgres;
+mod read_cache;
 mod redb;
 mod redb_open;
 mod service;
@@ -102,8 +103,9 @@ pub enum WriteOutcome {
 /// An object and the fence of its resource at the time of the read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
-    /// `None` when the object does not exist.
-    pub bytes: Option<Vec<u8>>,
+    /// `None` when the object does not exist. Shared with concurrent readers
+    /// of the same object where the engine can (`read_cache.rs`).
+    pub bytes: Option<bytes::Bytes>,
     pub fence: Option<Fence>,
 }
 

@@ -272,7 +272,8 @@ impl Engine for PostgresEngine {
                 self.fences()
             );
             let row = client.query_one(&sql, &[&resource_id, &file_path]).await.map_err(pg)?;
-            Ok(ReadResult { bytes: row.get(3), fence: to_fence(row.get(0), row.get(1), row.get(2)) })
+            let bytes: Option<Vec<u8>> = row.get(3);
+            Ok(ReadResult { bytes: bytes.map(bytes::Bytes::from), fence: to_fence(row.get(0), row.get(1), row.get(2)) })
         })
     }
 

@@ -24,6 +24,7 @@
 //! - a batch whose log write fails is rolled back: no write of it is
 //!   acknowledged or ever visible.
 
+use super::read_cache::{Lookup, ReadCache};
 use super::redb_open::{DEFAULT_SPACE_RESERVE, Log, Slot, Store, db_err};
 use super::wal::RecordRef;
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
@@ -84,6 +85,8 @@ impl Default for StoreOptions {
 /// A redb file holding every resource, fed by one group-committing thread.
 pub struct RedbEngine {
     slot: Arc<Slot>,
+    /// Objects being read, shared by their readers; the committer invalidates.
+    cache: Arc<ReadCache>,
     tx: Mutex<Option<mpsc::Sender<Task>>>,
     committer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// `--max-token-advance`, shared with the committer (`u64::MAX`: none).
@@ -107,12 +110,14 @@ impl RedbEngine {
         let (store, slot) = Store::open(dir, options.space_reserve)?;
         let (tx, rx) = mpsc::channel::<Task>();
         let max_advance = Arc::new(AtomicU64::new(u64::MAX));
-        let rules = Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes };
+        let cache = Arc::new(ReadCache::default());
+        let rules =
+            Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes, cache: cache.clone() };
         let committer = std::thread::Builder::new()
             .name("fencing-redb-commit".into())
             .spawn(move || run_committer(store, &rules, rx))
             .map_err(StorageError::backend)?;
-        Ok(RedbEngine { slot, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
+        Ok(RedbEngine { slot, cache, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
     }
 
     /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
@@ -154,6 +159,7 @@ struct Rules {
     max_advance: Arc<AtomicU64>,
     /// Most bytes of objects in all (`--max-store-bytes`).
     quota: Option<u64>,
+    cache: Arc<ReadCache>,
 }
 
 fn run_committer(mut store: Store, rules: &Rules, rx: mpsc::Receiver<Task>) {
@@ -164,6 +170,7 @@ fn run_committer(mut store: Store, rules: &Rules, rx: mpsc::Receiver<Task>) {
             Task::Reset { resource_id, to, reply } => {
                 let result = store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
                 store.after(&result);
+                rules.cache.committed([resource_id.as_str()]);
                 let _ = reply.send(result);
                 pending = store.next_task(&rx);
                 continue;
@@ -241,6 +248,8 @@ fn commit_jobs(store: &mut Store, rules: &Rules, batch: Vec<Job>) {
     let result = store.ready().and_then(|(db, log)| commit_batch(db, rules, log, &growth, &batch));
     store.after(&result);
     if result.is_ok() {
+        // Before any writer hears back: no reader is handed a copy from before its write.
+        rules.cache.committed(batch.iter().map(|job| job.req.resource_id.as_str()));
         store.publish();
         if batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
             store.note_deletes();
@@ -447,22 +456,30 @@ impl Engine for RedbEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             super::validate_file_path(file_path)?;
+            // Taken before the read transaction begins (see `read_cache.rs`).
+            let load = loop {
+                match self.cache.lookup(resource_id, file_path) {
+                    Lookup::Shared(bytes, fence) => return Ok(ReadResult { bytes: Some(bytes), fence }),
+                    Lookup::Wait(other_reader) => other_reader.await,
+                    Lookup::Load(load) => break load,
+                }
+            };
             let db = self.slot.get()?;
-            let (resource_id, file_path) = (resource_id.to_owned(), file_path.to_owned());
-            tokio::task::spawn_blocking(move || {
+            let (resource, path) = (resource_id.to_owned(), file_path.to_owned());
+            let (bytes, fence) = tokio::task::spawn_blocking(move || {
                 // One read transaction: the object and fence are from the same commit.
                 let txn = db.begin_read().map_err(db_err)?;
                 let fences = txn.open_table(FENCES).map_err(db_err)?;
                 let objects = txn.open_table(OBJECTS).map_err(db_err)?;
-                let fence = fences.get(resource_id.as_str()).map_err(db_err)?.map(|v| decode_fence(v.value()));
-                let bytes = objects
-                    .get((resource_id.as_str(), file_path.as_str()))
-                    .map_err(db_err)?
-                    .map(|v| v.value().to_vec());
-                Ok(ReadResult { bytes, fence })
+                let fence = fences.get(resource.as_str()).map_err(db_err)?.map(|v| decode_fence(v.value()));
+                let bytes =
+                    objects.get((resource.as_str(), path.as_str())).map_err(db_err)?.map(|v| v.value().to_vec());
+                Ok::<_, StorageError>((bytes, fence))
             })
             .await
-            .map_err(StorageError::backend)?
+            .map_err(StorageError::backend)??;
+            let bytes = bytes.map(|b| load.finish(b, &fence));
+            Ok(ReadResult { bytes, fence })
         })
     }
 

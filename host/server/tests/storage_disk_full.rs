@@ -2,7 +2,8 @@
 //! until writes get 507, everything acknowledged reads back intact and the
 //! refused write left nothing, reads keep working, and writes are accepted
 //! again without a restart, both when space is freed outside the store and
-//! when clients delete objects.
+//! when clients delete objects; a lock service asked to start on the full
+//! disk says why it cannot.
 //!
 //! Mounting a tmpfs needs root; as another user the test says so and passes
 //! without running (CI runs as root).
@@ -101,9 +102,16 @@ async fn all_intact(http: &reqwest::Client, base: &str, objects: impl Iterator<I
     }
 }
 
+/// A file of up to `mib` MiB beside the store (as much as fits).
 fn filler(dir: &Path, mib: usize) -> PathBuf {
-    let path = dir.join("filler");
-    std::fs::write(&path, vec![1u8; mib << 20]).unwrap();
+    use std::io::Write;
+    let path = dir.join(format!("filler-{mib}"));
+    let mut file = std::fs::File::create(&path).unwrap();
+    for _ in 0..mib {
+        if file.write_all(&[1u8; 1 << 20]).is_err() {
+            break;
+        }
+    }
     path
 }
 
@@ -145,4 +153,18 @@ async fn a_full_disk_refuses_with_507_loses_nothing_and_recovers_without_a_resta
     let (status, body) = read(&http, &server.base, "/after").await;
     assert_eq!((status, body["bytes"].as_str()), (200, Some(object(7).as_str())));
     assert_eq!(read(&http, &server.base, "/o0").await.0, 404, "deleted stays deleted");
+    drop(server);
+
+    // A lock service cannot start on a full disk, and says exactly why.
+    std::fs::create_dir(fs.path().join("locks")).unwrap();
+    let _full = filler(fs.path(), 64);
+    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+        .args(["serve", "--role", "locks", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(fs.path().join("locks"))
+        .env("FENCING_LOG", "error")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("No space left on device") && stderr.contains("free some space"), "{stderr}");
 }

@@ -5,7 +5,7 @@
 //! Invariant: every status a route can answer is documented on it; the
 //! statuses any route can get from the layers in front of it (the gate,
 //! authentication, body decoding) are added to every operation by
-//! [`CommonErrors`], each with the one error body.
+//! `CommonErrors`, each with the one error body.
 
 use super::ErrorBody;
 use axum::Router;

@@ -19,9 +19,9 @@
 //!   [`constant_time_eq`]), so the token cannot be recovered byte by byte by
 //!   timing the 401s.
 
-use super::ApiError;
+use super::{ApiError, is_mutating};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::path::{Path, PathBuf};
@@ -96,11 +96,6 @@ pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
         diff |= u64::from(std::hint::black_box(p ^ e));
     }
     std::hint::black_box(diff) == 0
-}
-
-/// Whether a request with this method must be authenticated.
-fn is_mutating(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 /// Middleware: refuses unauthenticated mutating requests with 401.

@@ -210,7 +210,6 @@ impl Drop for Busy {
 struct Registry {
     conns: Mutex<HashMap<u64, Arc<ConnState>>>,
     next: AtomicU64,
-    drained: Notify,
     removed: Notify,
 }
 
@@ -230,9 +229,6 @@ impl Registry {
         let mut conns = self.conns.lock().expect("registry");
         conns.remove(&id);
         self.removed.notify_waiters();
-        if conns.is_empty() {
-            self.drained.notify_waiters();
-        }
     }
 
     /// Asks the connection idle the longest to close; false if none is idle.
@@ -254,16 +250,6 @@ impl Registry {
             if self.len() < n || tokio::time::timeout_at(deadline, removed).await.is_err() {
                 return;
             }
-        }
-    }
-
-    async fn wait_drained(&self) {
-        loop {
-            let notified = self.drained.notified();
-            if self.len() == 0 {
-                return;
-            }
-            notified.await;
         }
     }
 }
@@ -437,6 +423,8 @@ pub async fn serve_with(
                 }
             },
         };
+        // A response written in more than one segment (pipelined answers,
+        // streamed bodies) must not wait for the peer's delayed ACK.
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
@@ -469,7 +457,8 @@ pub async fn serve_with(
     }
     drop(listener);
     let _ = stop.send(true);
-    if tokio::time::timeout(limits.shutdown_timeout, registry.wait_drained()).await.is_err() {
+    registry.wait_below(1, limits.shutdown_timeout).await;
+    if registry.len() > 0 {
         tracing::warn!(
             open = registry.len(),
             timeout = ?limits.shutdown_timeout,

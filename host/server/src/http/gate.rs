@@ -20,9 +20,9 @@
 //! a refusal of a request that carries a body closes the connection (the
 //! body was never read, so the stream cannot carry another request).
 
-use super::ApiError;
+use super::{ApiError, is_mutating};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::net::IpAddr;
@@ -80,10 +80,6 @@ fn host_name(host: &str) -> &str {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => host,
     }
-}
-
-fn is_mutating(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 fn carries_body(headers: &HeaderMap) -> bool {
@@ -171,6 +167,7 @@ pub fn protect(app: axum::Router, rules: HostRules) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::Method;
 
     fn request(method: Method, headers: &[(&str, &str)]) -> Request {
         let mut b = Request::builder().method(method).uri("/v1/storage/write");

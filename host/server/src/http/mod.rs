@@ -95,6 +95,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Whether a request with this method can change state (anything but GET,
+/// HEAD and OPTIONS): what authentication and the gate's browser checks cover.
+pub(crate) fn is_mutating(method: &axum::http::Method) -> bool {
+    use axum::http::Method;
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
 /// `app` with JSON answers for an unknown path (404 naming `path`) and an
 /// unsupported method (405 naming `method`), like every other error.
 pub fn with_fallbacks(app: Router) -> Router {

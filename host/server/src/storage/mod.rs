@@ -147,13 +147,18 @@ impl StorageError {
     /// An I/O failure: [`StorageError::NoSpace`] when the disk or a quota is
     /// full (`ENOSPC`, `EDQUOT`), [`StorageError::Backend`] otherwise.
     pub(crate) fn io(context: &str, e: &std::io::Error) -> StorageError {
-        const ENOSPC: i32 = 28;
-        const EDQUOT: i32 = 122;
-        match e.raw_os_error() {
-            Some(ENOSPC | EDQUOT) => StorageError::NoSpace(format!("{context}: {e}")),
-            _ => StorageError::Backend(format!("{context}: {e}")),
+        if is_out_of_space(e) {
+            StorageError::NoSpace(format!("{context}: {e}"))
+        } else {
+            StorageError::Backend(format!("{context}: {e}"))
         }
     }
+}
+
+/// Whether an I/O error means the disk (`ENOSPC`) or the user's quota (`EDQUOT`) is full.
+pub(crate) fn is_out_of_space(e: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    e.raw_os_error().is_some_and(|code| code == Errno::ENOSPC as i32 || code == Errno::EDQUOT as i32)
 }
 
 /// A fenced store. Implementations decide every write with the guard they were built with.

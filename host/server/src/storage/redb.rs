@@ -307,20 +307,6 @@ fn commit_batch(
                     continue;
                 }
             };
-            if let Some(quota) = rules.quota {
-                let old = objects.get((req.resource_id.as_str(), req.file_path.as_str())).map_err(db_err)?;
-                let old = old.map_or(0, |v| v.value().len()) as i64;
-                let new = match req.mutation {
-                    Mutation::Put => req.bytes.len() as i64,
-                    Mutation::Append => old + req.bytes.len() as i64,
-                    Mutation::Delete => 0,
-                };
-                let used = (log.object_bytes as i64 + delta).max(0) as u64;
-                if new > old && used + (new - old) as u64 > quota {
-                    outcomes.push(Err(StorageError::QuotaExceeded { used, quota }));
-                    continue;
-                }
-            }
             let record = RecordRef {
                 lsn: log.next_lsn + staged,
                 resource_id: &req.resource_id,
@@ -331,10 +317,18 @@ fn commit_batch(
                 high_water: admission.high_water,
                 sequence: admission.sequence,
             };
-            // The same application replay makes; only an object over the size limit fails alone.
-            match apply_record(&mut fences, &mut objects, &record) {
+            // The same application replay makes; only an object over the size
+            // limit, or a write past the quota, fails alone (changing nothing).
+            let used = (log.object_bytes as i64 + delta).max(0) as u64;
+            let within_quota = |change: i64| match rules.quota {
+                Some(quota) if change > 0 && used + change as u64 > quota => {
+                    Err(StorageError::QuotaExceeded { used, quota })
+                }
+                _ => Ok(()),
+            };
+            match apply_record(&mut fences, &mut objects, &record, within_quota) {
                 Ok(change) => delta += change,
-                Err(e @ StorageError::TooLarge { .. }) => {
+                Err(e @ (StorageError::TooLarge { .. } | StorageError::QuotaExceeded { .. })) => {
                     outcomes.push(Err(e));
                     continue;
                 }
@@ -379,46 +373,53 @@ fn commit_batch(
 }
 
 /// Applies a logged write (in its batch, and again when opening the store):
-/// the same changes either way. Returns how it changed the bytes of all objects.
+/// the same changes either way. `admit` sees how the write would change the
+/// bytes of all objects before anything changes and may refuse it (the
+/// quota); replay admits everything. Returns that change.
 pub(super) fn apply_record(
     fences: &mut ::redb::Table<&str, (&str, u64, Option<u64>)>,
     objects: &mut ::redb::Table<(&str, &str), &[u8]>,
     r: &RecordRef<'_>,
+    admit: impl FnOnce(i64) -> Result<(), StorageError>,
 ) -> Result<i64, StorageError> {
     let key = (r.resource_id, r.file_path);
-    let old = objects.get(key).map_err(db_err)?.map(|v| v.value().to_vec());
-    let old_len = old.as_ref().map_or(0, Vec::len) as i64;
-    let new_len = match apply_mutation(old.as_deref(), r.mutation, r.bytes)? {
-        Some(bytes) => {
-            objects.insert(key, bytes.as_slice()).map_err(db_err)?;
-            bytes.len() as i64
-        }
-        None => {
-            objects.remove(key).map_err(db_err)?;
-            0
-        }
+    // One lookup; the old bytes are copied only to be appended to.
+    let (old_len, appended) = {
+        let old = objects.get(key).map_err(db_err)?;
+        let old = old.as_ref().map(|v| v.value());
+        let appended = match r.mutation {
+            Mutation::Append => Some(append(old.unwrap_or(&[]), r.bytes)?),
+            Mutation::Put | Mutation::Delete => None,
+        };
+        (old.map_or(0, <[u8]>::len), appended)
     };
+    let new_len = match (&appended, r.mutation) {
+        (Some(bytes), _) => bytes.len(),
+        (None, Mutation::Put) => r.bytes.len(),
+        (None, _) => 0,
+    };
+    let change = new_len as i64 - old_len as i64;
+    admit(change)?;
+    match (appended, r.mutation) {
+        (Some(bytes), _) => objects.insert(key, bytes.as_slice()).map(drop),
+        (None, Mutation::Put) => objects.insert(key, r.bytes).map(drop),
+        (None, _) => objects.remove(key).map(drop),
+    }
+    .map_err(db_err)?;
     fences.insert(r.resource_id, (r.lock, r.high_water, r.sequence)).map_err(db_err)?;
-    Ok(new_len - old_len)
+    Ok(change)
 }
 
-/// Applies `mutation` to `current`, enforcing the object size limit. `None` result: delete.
-fn apply_mutation(current: Option<&[u8]>, mutation: Mutation, bytes: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-    match mutation {
-        Mutation::Put => Ok(Some(bytes.to_vec())),
-        Mutation::Delete => Ok(None),
-        Mutation::Append => {
-            let old = current.unwrap_or(&[]);
-            let size = old.len() + bytes.len();
-            if size > MAX_OBJECT_BYTES {
-                return Err(StorageError::TooLarge { size, limit: MAX_OBJECT_BYTES });
-            }
-            let mut out = Vec::with_capacity(size);
-            out.extend_from_slice(old);
-            out.extend_from_slice(bytes);
-            Ok(Some(out))
-        }
+/// `old` followed by `bytes`, within the object size limit.
+fn append(old: &[u8], bytes: &[u8]) -> Result<Vec<u8>, StorageError> {
+    let size = old.len() + bytes.len();
+    if size > MAX_OBJECT_BYTES {
+        return Err(StorageError::TooLarge { size, limit: MAX_OBJECT_BYTES });
     }
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(old);
+    out.extend_from_slice(bytes);
+    Ok(out)
 }
 
 impl Engine for RedbEngine {

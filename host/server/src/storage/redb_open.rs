@@ -190,16 +190,7 @@ impl Store {
     fn compact(&mut self) -> bool {
         let Some((db, log)) = self.open.take() else { return false };
         self.slot.set(None);
-        let deadline = Instant::now() + READERS_GRACE;
-        let mut unwrapped = Arc::try_unwrap(db);
-        while let Err(shared) = unwrapped {
-            if Instant::now() >= deadline {
-                unwrapped = Err(shared);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-            unwrapped = Arc::try_unwrap(shared);
-        }
+        let unwrapped = wait_for_readers(db);
         let (db, compacted) = match unwrapped {
             Ok(mut owned) => {
                 let compacted = match owned.compact() {
@@ -228,7 +219,7 @@ impl Store {
         if let Some((db, log)) = self.open.take() {
             self.slot.set(None);
             drop(log);
-            wait_for_readers(db);
+            drop(wait_for_readers(db));
         }
         self.reopen();
     }
@@ -327,14 +318,19 @@ impl Reserve {
     }
 }
 
-/// Drops the committer's handle once readers have let go (they hold it for
-/// one read transaction), so the file can be opened again.
-fn wait_for_readers(db: Arc<Database>) {
+/// The committer's handle, owned once readers have let go of it (they hold
+/// it for one read transaction), or still shared after [`READERS_GRACE`].
+fn wait_for_readers(db: Arc<Database>) -> Result<Database, Arc<Database>> {
     let deadline = Instant::now() + READERS_GRACE;
-    while Arc::strong_count(&db) > 1 && Instant::now() < deadline {
+    let mut db = Arc::try_unwrap(db);
+    while let Err(shared) = db {
+        if Instant::now() >= deadline {
+            return Err(shared);
+        }
         std::thread::sleep(Duration::from_millis(1));
+        db = Arc::try_unwrap(shared);
     }
-    drop(db);
+    db
 }
 
 /// Opens (or creates) `dir/fencing.redb` and its log, and applies the log's
@@ -374,7 +370,7 @@ fn open_store(dir: &Path) -> Result<(Database, Log), StorageError> {
         let mut fences = txn.open_table(FENCES).map_err(db_err)?;
         let mut objects = txn.open_table(OBJECTS).map_err(db_err)?;
         for r in &pending {
-            delta += apply_record(&mut fences, &mut objects, &r.borrowed())?;
+            delta += apply_record(&mut fences, &mut objects, &r.borrowed(), |_| Ok(()))?;
         }
     }
     let applied = pending.last().map_or(applied.unwrap_or(0), |r| r.lsn);

@@ -283,15 +283,14 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) ->
     // before authentication can tell a guesser anything.
     app = crate::http::gate::protect(app, args.http.host_rules());
     let conn_metrics = ConnMetrics::register(&metrics);
+    let shutdown = crate::http::shutdown_signal();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
     tracing::info!(
         listen = %listener.local_addr()?, role = ?args.role, authenticated, store = ?args.store,
         guard = ?args.guard, max_connections = limits.max_connections, "serving"
     );
-    crate::http::conn::serve_with(listener, app, limits, conn_metrics, crate::http::shutdown_signal())
-        .await
-        .context("serve HTTP")?;
+    crate::http::conn::serve_with(listener, app, limits, conn_metrics, shutdown).await.context("serve HTTP")?;
     tracing::info!("stopped");
     Ok(())
 }

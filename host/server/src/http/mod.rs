@@ -131,13 +131,19 @@ pub async fn serve_until(
     conn::serve_with(listener, app, ConnLimits::default(), ConnMetrics::default(), shutdown).await
 }
 
-/// Completes at ctrl-c or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term.recv() => {},
+/// Completes at ctrl-c or SIGTERM. The handlers are installed by this call,
+/// not when the future is first polled: a signal that arrives as soon as the
+/// server listens must never meet the default action (terminate at once).
+/// Call it inside the runtime, before binding the listener.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = interrupt.recv() => {},
+        }
     }
 }
 

@@ -2,6 +2,10 @@
 //! through the native guard and the Wasm guard and reports, per file and in
 //! total, how many cases each got right and how many the two agree on.
 //!
+//! `fencing check --random N --out FILE [--seed S]` instead writes N random
+//! cases in the vector format, expecting the native rules' verdicts, for the
+//! hosts in other languages to run (`vectors/random.rs`).
+//!
 //! Exit codes: 0 when both guards match every expectation; 1 when any case
 //! fails or the guards disagree; 2 when the vectors or the plugin cannot be
 //! read or are invalid.
@@ -21,6 +25,16 @@ pub struct CheckArgs {
     /// Run this component file instead of the embedded guard.
     #[arg(long)]
     plugin: Option<PathBuf>,
+    /// Write this many random cases, expecting the native rules' verdicts, to
+    /// `--out` instead of checking (1 to 10,000,000).
+    #[arg(long, requires = "out", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    random: Option<u64>,
+    /// Where `--random` writes its vector file.
+    #[arg(long, requires = "random")]
+    out: Option<PathBuf>,
+    /// Seed of `--random` (the same seed writes the same cases).
+    #[arg(long, default_value_t = 1, requires = "random")]
+    seed: u64,
 }
 
 /// Totals over a set of cases.
@@ -51,6 +65,13 @@ impl Tally {
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if let (Some(count), Some(out)) = (args.random, &args.out) {
+        let json = vectors::random::file_json(count as usize, args.seed);
+        let text = serde_json::to_string_pretty(&json).context("encode the random cases")?;
+        std::fs::write(out, text + "\n").with_context(|| format!("write {}", out.display()))?;
+        println!("check: wrote {count} random cases (seed {}) to {}", args.seed, out.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let files = vectors::load_dir(&args.vectors).map_err(|e| super::usage(format!("invalid vectors: {e}")))?;
     let wasm = match &args.plugin {
         Some(path) => WasmGuard::from_file(path, None)

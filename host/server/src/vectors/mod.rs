@@ -12,6 +12,10 @@
 //! u64 is a JSON integer in `0..=u64::MAX` (anything else is a load error, never
 //! a silent truncation); an observed outcome is converted into the same
 //! representation as the expectation, so "passes" is plain equality.
+//!
+//! `random.rs` writes random cases in the same format, with the native
+//! rules' verdicts as expectations, for hosts in other languages to compare
+//! against.
 
 use fencing_runtime::{
     Admission, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, Policy, Rejection, Sequencer,
@@ -20,6 +24,8 @@ use fencing_runtime::{
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+pub mod random;
 
 /// Why a vector directory or file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +109,7 @@ pub struct BatchSpec {
 }
 
 /// One named case: its inputs and the expected outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Case {
     /// One call of `admit`.

@@ -1,0 +1,54 @@
+"""Fencing-token admission checks for Python storage code.
+
+`Guard` runs the `fencing:guard@0.1.0` WebAssembly component bundled with
+this package (the same rules every fencing host runs) under wasmtime::
+
+    from fencing_guard import Fence, Guard, Sequencer
+
+    guard = Guard()
+    stored = Fence(lock="orders", high_water=34)
+    verdict = guard.admit(stored, Sequencer(lock="orders", token=33))
+    assert not verdict.admitted and verdict.reason == "stale_token"
+
+A refusal is a `Rejection` value with its evidence, never an exception.
+`fencing_guard.client` talks to a fencing server's HTTP API and keeps a
+lease alive (`Client.hold`).
+
+Layout: `_types.py` (the values), `_guard.py` (the component calls, the one
+place that knows the WIT encoding), `client.py` (the HTTP client and
+`HeldLock`).
+"""
+
+from ._guard import ContractError, Guard, bundled_component
+from ._types import (
+    Admission,
+    BatchOutcome,
+    BatchWrite,
+    Decision,
+    Fence,
+    FenceState,
+    Policy,
+    Reason,
+    Rejection,
+    Sequencer,
+    StreamOutcome,
+    Verdict,
+)
+
+__all__ = [
+    "Admission",
+    "BatchOutcome",
+    "BatchWrite",
+    "ContractError",
+    "Decision",
+    "Fence",
+    "FenceState",
+    "Guard",
+    "Policy",
+    "Reason",
+    "Rejection",
+    "Sequencer",
+    "StreamOutcome",
+    "Verdict",
+    "bundled_component",
+]

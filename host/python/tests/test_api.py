@@ -1,0 +1,103 @@
+"""The package's own API: values in, values out, bad input refused before it crosses."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from fencing_guard import Admission, BatchWrite, Fence, Guard, Policy, Reason, Rejection, Sequencer, Verdict
+
+U64_MAX = (1 << 64) - 1
+
+
+@pytest.fixture(scope="module")
+def guard() -> Guard:
+    return Guard()
+
+
+def test_the_gc_pause_story(guard: Guard) -> None:
+    fence = None
+    for token in range(1, 35):
+        d = guard.admit(fence, Sequencer("orders", token))
+        assert isinstance(d, Admission) and d.high_water == token
+        fence = Fence("orders", d.high_water, d.sequence)
+    late = guard.admit(fence, Sequencer("orders", 33))
+    assert late == Rejection(Reason.STALE_TOKEN, presented=33, high_water=34)
+    assert not late.admitted and late.reason == "stale_token"
+
+
+def test_strict_policy_by_name_or_value(guard: Guard) -> None:
+    fence = Fence("orders", 5)
+    for policy in (Policy.STRICTLY_INCREASING, "strictly_increasing"):
+        assert guard.admit(fence, Sequencer("orders", 5), policy).reason is Reason.TOKEN_REUSED  # type: ignore[union-attr]
+    assert guard.admit(fence, Sequencer("orders", 5)).admitted
+
+
+def test_lock_names_compare_as_bytes(guard: Guard) -> None:
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    assert guard.admit(Fence(composed, 1), Sequencer(decomposed, 2)).reason is Reason.WRONG_LOCK  # type: ignore[union-attr]
+    assert guard.admit(Fence("a\0b", 1), Sequencer("a\0b", 2)).admitted
+    assert guard.admit(Fence("a\0b", 1), Sequencer("a", 2)).reason is Reason.WRONG_LOCK  # type: ignore[union-attr]
+
+
+def test_u64_edges_cross_exactly(guard: Guard) -> None:
+    d = guard.admit(Fence("l", U64_MAX - 1, U64_MAX), Sequencer("l", U64_MAX))
+    assert d == Admission(U64_MAX, None, True)
+    assert guard.admit_stream(U64_MAX, [U64_MAX, U64_MAX - 1]).verdicts == [Verdict.ADMITTED, Verdict.STALE_TOKEN]
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda g: g.admit(None, Sequencer("l", -1)), ValueError, "presented.token"),
+        (lambda g: g.admit(None, Sequencer("l", 1 << 64)), ValueError, "presented.token"),
+        (lambda g: g.admit(None, Sequencer("l", 1.0)), TypeError, "presented.token"),  # type: ignore[arg-type]
+        (lambda g: g.admit(None, Sequencer("l", True)), TypeError, "presented.token"),
+        (lambda g: g.admit(None, Sequencer("l", 1, -2)), ValueError, "presented.sequence"),
+        (lambda g: g.admit(Fence("l", -1), Sequencer("l", 1)), ValueError, "current.high_water"),
+        (lambda g: g.admit(None, Sequencer(b"l", 1)), TypeError, "presented.lock"),  # type: ignore[arg-type]
+        (lambda g: g.admit(None, Sequencer("\ud800", 1)), ValueError, "presented.lock"),
+        (lambda g: g.admit(None, Sequencer("l", 1), "newest"), ValueError, "policy"),
+        (lambda g: g.admit({"lock": "l"}, Sequencer("l", 1)), TypeError, "current"),  # type: ignore[arg-type]
+        (lambda g: g.admit_batch(None, "l", [1, BatchWrite(2, -1)]), ValueError, "writes[1].sequence"),
+        (lambda g: g.admit_batch(None, "l", [None]), TypeError, "writes[0]"),  # type: ignore[list-item]
+        (lambda g: g.admit_stream(0, [1, 1 << 64]), ValueError, "tokens[1]"),
+        (lambda g: g.admit_stream(-1, []), ValueError, "high_water"),
+    ],
+)
+def test_bad_values_are_refused_before_they_cross(guard: Guard, call, error, words) -> None:
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        call(guard)
+    # The guard is still usable and its state unharmed.
+    assert guard.admit(Fence("l", 7), Sequencer("l", 6)).reason is Reason.STALE_TOKEN  # type: ignore[union-attr]
+
+
+def test_batches_take_plain_ints_and_leave_the_fence(guard: Guard) -> None:
+    out = guard.admit_batch(Fence("l", 3), "l", [4, 2, BatchWrite(4, 1), BatchWrite(4, 1)])
+    assert [v.admitted for v in out.verdicts] == [True, False, True, False]
+    assert out.verdicts[3] == Rejection(Reason.SEQUENCE_REGRESSED, token=4, presented=1, last=1)
+    assert out.fence is not None and (out.fence.high_water, out.fence.sequence) == (4, 1)
+    assert guard.admit_batch(None, "l", [0]).fence is None
+
+
+def test_a_missing_component_is_named(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="no component"):
+        Guard(tmp_path / "nothing.wasm")
+
+
+def test_threads_share_one_guard(guard: Guard) -> None:
+    wrong = []
+
+    def work(n: int) -> None:
+        for t in range(1, 300):
+            d = guard.admit(Fence(f"lock-{n}", t), Sequencer(f"lock-{n}", t - 1 or 1))
+            if d.admitted != (t <= 1):
+                wrong.append((n, t, d))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

@@ -1,0 +1,90 @@
+"""Every shared vector, and 10,000 random cases expecting the Rust rules'
+verdicts, through the package's `Guard`."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pytest
+from conftest import load_cases, vector_files
+
+from fencing_guard import Admission, BatchWrite, Decision, Fence, Guard, Sequencer
+
+GUARD = Guard()
+
+
+def fence_of(f: Optional[dict]) -> Optional[Fence]:
+    return None if f is None else Fence(f["lock"], f["high_water"], f.get("sequence"))
+
+
+def spec(d: Decision) -> dict[str, Any]:
+    """A decision in the vectors' vocabulary."""
+    if isinstance(d, Admission):
+        return {"verdict": "admitted", "high_water": d.high_water, "sequence": d.sequence, "new_term": d.new_term}
+    out: dict[str, Any] = {"verdict": d.reason.value}
+    for name in ("token", "presented", "high_water", "last"):
+        value = getattr(d, name)
+        if value is not None or (name == "presented" and d.reason.value == "sequence_regressed"):
+            out[name] = value
+    return out
+
+
+def expected(case: dict) -> Any:
+    def verdict(v: dict) -> dict:
+        v = dict(v)
+        if v["verdict"] == "admitted":
+            v.setdefault("sequence", None)
+        if v["verdict"] == "sequence_regressed":
+            v.setdefault("presented", None)
+        return v
+
+    e = case["expect"]
+    if case["kind"] == "admit":
+        return verdict(e)
+    if case["kind"] == "batch":
+        fence = e["fence"]
+        return {
+            "verdicts": [verdict(v) for v in e["verdicts"]],
+            "fence": None if fence is None else {"high_water": fence["high_water"], "sequence": fence.get("sequence")},
+        }
+    return {"verdicts": e["verdicts"], "high_water": e["high_water"]}
+
+
+def run(guard: Guard, case: dict) -> Any:
+    policy = case["policy"]
+    if case["kind"] == "admit":
+        s = case["sequencer"]
+        return spec(guard.admit(fence_of(case["fence"]), Sequencer(s["lock"], s["token"], s.get("sequence")), policy))
+    if case["kind"] == "batch":
+        writes = [BatchWrite(w["token"], w.get("sequence")) for w in case["writes"]]
+        out = guard.admit_batch(fence_of(case["fence"]), case["lock"], writes, policy)
+        fence = None if out.fence is None else {"high_water": out.fence.high_water, "sequence": out.fence.sequence}
+        return {"verdicts": [spec(v) for v in out.verdicts], "fence": fence}
+    assert case["kind"] == "stream", case["kind"]
+    out = guard.admit_stream(case["high_water"], case["tokens"], policy)
+    return {"verdicts": [v.value for v in out.verdicts], "high_water": out.high_water}
+
+
+SHARED = [c for f in vector_files() for c in load_cases(f)]
+
+
+@pytest.mark.parametrize("case", SHARED, ids=[c["name"] for c in SHARED])
+def test_shared_vector(case: dict) -> None:
+    assert run(GUARD, case) == expected(case)
+
+
+def test_shared_vectors_cover_every_kind() -> None:
+    assert {c["kind"] for c in SHARED} == {"admit", "batch", "stream"}
+
+
+def test_random_cases_agree_with_the_native_rules(random_cases: list[dict]) -> None:
+    assert len(random_cases) == 10_000
+    wrong = [c["name"] for c in random_cases if run(GUARD, c) != expected(c)]
+    assert not wrong, f"{len(wrong)} cases disagree with the native rules, first {wrong[:5]}"
+
+
+def test_a_guard_that_reinterns_agrees_too(random_cases: list[dict]) -> None:
+    """With room for two lock names the guard drops and re-creates handles constantly."""
+    small = Guard(max_locks=2)
+    sample = random_cases[:2000]
+    assert [run(small, c) for c in sample] == [expected(c) for c in sample]

@@ -158,7 +158,8 @@ mod tests {
         }
         let kinds = |k: &str| file.cases.iter().filter(|c| c.kind() == k).count();
         assert!(kinds("admit") > 0 && kinds("batch") > 0 && kinds("stream") > 0);
-        let admitted = file.cases.iter().filter(|c| matches!(c, Case::Admit { expect, .. } if expect.admitted().is_some()));
+        let admitted =
+            file.cases.iter().filter(|c| matches!(c, Case::Admit { expect, .. } if expect.admitted().is_some()));
         assert!(admitted.count() > 100, "the draw admits often enough to exercise fences being raised");
     }
 

@@ -1,0 +1,35 @@
+//! Per-connection state: what the connection presents for rows that do not
+//! carry it, and the plugin it decides with.
+//!
+//! The state is created when the extension is loaded into a connection and
+//! shared only by that connection's functions; SQLite runs a connection's
+//! statements one at a time, so the mutex is never contended.
+
+use crate::guard::Decider;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What `fencing_present(token, lock, sequence)` set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Presented {
+    pub token: Option<i64>,
+    pub lock: Option<String>,
+    pub sequence: Option<i64>,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub presented: Presented,
+    /// A plugin chosen with `fencing_use_plugin`; `None`: the embedded component.
+    pub plugin: Option<Arc<Decider>>,
+}
+
+/// A connection's state, cloned into each of its functions.
+#[derive(Clone, Default)]
+pub struct Session(Arc<Mutex<State>>);
+
+impl Session {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic cannot leave the state half-written (every write is one assignment).
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

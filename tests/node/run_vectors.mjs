@@ -10,12 +10,17 @@
 // handles, verdict-code bytes in a Uint8Array); the rest speaks the vectors'
 // vocabulary (tests/vectors/README.md).
 //
-// Usage: node run_vectors.mjs [--vectors DIR]
+// With --core FILE the cases run through core_abi.mjs instead: the core
+// module of component FILE under Node's own WebAssembly, the canonical ABI
+// lowered by hand (docs/core-abi.md).
+//
+// Usage: node run_vectors.mjs [--vectors DIR] [--core FILE]
 // Exit codes: 0 all passed, 1 some case failed, 2 unreadable component or vectors.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
+import { CoreGuard } from './core_abi.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..');
@@ -53,6 +58,58 @@ const VERDICT_CODES = [
   'sequence_regressed',
 ];
 
+const code = (byte) => {
+  const c = VERDICT_CODES[byte];
+  if (c === undefined) throw new Error(`component returned unknown verdict code ${byte}`);
+  return c;
+};
+
+/** Verdict bytes to verdicts: each rejected write was compared with the fence left by the last admitted write before it (or `current`). */
+function expandBatch(current, writes, codes) {
+  if (codes.length !== writes.length) {
+    throw new Error(`component returned ${codes.length} verdicts for ${writes.length} writes`);
+  }
+  let state = current == null ? null : { highWater: current.high_water, sequence: current.sequence ?? null };
+  return writes.map((w, i) => {
+    const c = code(codes[i]);
+    const sequence = w.sequence ?? null;
+    if (c === 'admitted' || c === 'admitted_new_term') {
+      state = { highWater: w.token, sequence };
+      return { verdict: 'admitted', high_water: w.token, sequence, new_term: c === 'admitted_new_term' };
+    }
+    if (c === 'invalid_token' || c === 'wrong_lock') return { verdict: c };
+    if (state === null || (c === 'sequence_regressed' && state.sequence === null)) {
+      throw new Error(`component returned ${c} for a write with no fence to compare with`);
+    }
+    if (c === 'sequence_regressed') return { verdict: c, token: w.token, presented: sequence, last: state.sequence };
+    return { verdict: c, presented: w.token, high_water: state.highWater };
+  });
+}
+
+/** Stream verdict bytes to the vectors' names. */
+function streamVerdicts(codes) {
+  return Array.from(codes, (byte) => {
+    const c = code(byte);
+    if (c === 'wrong_lock' || c === 'sequence_regressed') throw new Error(`component returned ${c} in a stream`);
+    return c === 'admitted_new_term' ? 'admitted' : c;
+  });
+}
+
+/** The adapter for the core-ABI host (core_abi.mjs): the same vocabulary as componentGuard. */
+function coreGuard(core) {
+  return {
+    admit: (current, presented, policy) => core.admit(current, presented, policy),
+    batch(current, lock, writes, policy) {
+      const out = core.batch(current, lock, writes, policy);
+      return { verdicts: expandBatch(current, writes, out.codes), fence: out.fence };
+    },
+    stream(highWater, tokens, policy) {
+      const out = core.stream(highWater, tokens, policy);
+      return { verdicts: streamVerdicts(out.codes), high_water: out.highWater };
+    },
+  };
+}
+
 /**
  * The adapter: vectors' vocabulary in, WIT calls (as jco maps them), vectors' vocabulary out.
  * Lock names cross as `LockName` handles, one per distinct name for this instance; batch and
@@ -81,32 +138,6 @@ function componentGuard(check) {
     }
     return out;
   };
-  const code = (byte) => {
-    const c = VERDICT_CODES[byte];
-    if (c === undefined) throw new Error(`component returned unknown verdict code ${byte}`);
-    return c;
-  };
-  // Each rejected write was compared with the fence left by the last admitted write before it (or `current`).
-  const expandBatch = (current, writes, codes) => {
-    if (codes.length !== writes.length) {
-      throw new Error(`component returned ${codes.length} verdicts for ${writes.length} writes`);
-    }
-    let state = current == null ? null : { highWater: current.high_water, sequence: current.sequence ?? null };
-    return writes.map((w, i) => {
-      const c = code(codes[i]);
-      const sequence = w.sequence ?? null;
-      if (c === 'admitted' || c === 'admitted_new_term') {
-        state = { highWater: w.token, sequence };
-        return { verdict: 'admitted', high_water: w.token, sequence, new_term: c === 'admitted_new_term' };
-      }
-      if (c === 'invalid_token' || c === 'wrong_lock') return { verdict: c };
-      if (state === null || (c === 'sequence_regressed' && state.sequence === null)) {
-        throw new Error(`component returned ${c} for a write with no fence to compare with`);
-      }
-      if (c === 'sequence_regressed') return { verdict: c, token: w.token, presented: sequence, last: state.sequence };
-      return { verdict: c, presented: w.token, high_water: state.highWater };
-    });
-  };
   return {
     admit(current, presented, policy) {
       const sequencer = { lock: lockName(presented.lock), token: presented.token, sequence: presented.sequence ?? undefined };
@@ -128,12 +159,7 @@ function componentGuard(check) {
     },
     stream(highWater, tokens, policy) {
       const out = check.admitStream(highWater, BigUint64Array.from(tokens), policy.replaceAll('_', '-'));
-      const verdicts = Array.from(out.verdicts, (byte) => {
-        const c = code(byte);
-        if (c === 'wrong_lock' || c === 'sequence_regressed') throw new Error(`component returned ${c} in a stream`);
-        return c === 'admitted_new_term' ? 'admitted' : c;
-      });
-      return { verdicts, high_water: out.highWater };
+      return { verdicts: streamVerdicts(out.verdicts), high_water: out.highWater };
     },
   };
 }
@@ -217,13 +243,23 @@ async function main() {
     console.error(`error: invalid vectors: ${e.message}`);
     return 2;
   }
+  const core = args.indexOf('--core');
   let guard;
-  try {
-    const mod = await import(pathToFileURL(join(here, 'out', 'fencing_guest.js')).href);
-    guard = componentGuard(mod.check);
-  } catch (e) {
-    console.error(`error: cannot load the transpiled component (run node transpile.mjs): ${e.message}`);
-    return 2;
+  if (core >= 0) {
+    try {
+      guard = coreGuard(new CoreGuard(readFileSync(resolve(args[core + 1] ?? ''))));
+    } catch (e) {
+      console.error(`error: cannot run the component's core module: ${e.message}`);
+      return 2;
+    }
+  } else {
+    try {
+      const mod = await import(pathToFileURL(join(here, 'out', 'fencing_guest.js')).href);
+      guard = componentGuard(mod.check);
+    } catch (e) {
+      console.error(`error: cannot load the transpiled component (run node transpile.mjs): ${e.message}`);
+      return 2;
+    }
   }
 
   let passed = 0;

@@ -16,10 +16,11 @@ lease alive (`Client.hold`).
 
 Layout: `_types.py` (the values), `_guard.py` (the component calls, the one
 place that knows the WIT encoding), `client.py` (the HTTP client and
-`HeldLock`).
+`HeldLock`), `sqlite.py` (loading the SQLite extension).
 """
 
 from ._guard import ContractError, Guard, bundled_component
+from .sqlite import SqliteExtensionUnsupported, load_sqlite_extension
 from ._types import (
     Admission,
     BatchOutcome,
@@ -51,4 +52,6 @@ __all__ = [
     "StreamOutcome",
     "Verdict",
     "bundled_component",
+    "load_sqlite_extension",
+    "SqliteExtensionUnsupported",
 ]

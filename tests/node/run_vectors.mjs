@@ -14,7 +14,10 @@
 // module of component FILE under Node's own WebAssembly, the canonical ABI
 // lowered by hand (docs/core-abi.md).
 //
-// Usage: node run_vectors.mjs [--vectors DIR] [--core FILE]
+// With --package the cases run through the @fencing/guard package
+// (host/node, built first), the API its users call.
+//
+// Usage: node run_vectors.mjs [--vectors DIR] [--core FILE | --package]
 // Exit codes: 0 all passed, 1 some case failed, 2 unreadable component or vectors.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -106,6 +109,34 @@ function coreGuard(core) {
     stream(highWater, tokens, policy) {
       const out = core.stream(highWater, tokens, policy);
       return { verdicts: streamVerdicts(out.codes), high_water: out.highWater };
+    },
+  };
+}
+
+/** The adapter for the @fencing/guard package (host/node): its decisions in the vectors' vocabulary. */
+function packageGuard(guard) {
+  const verdict = (d) => {
+    if (d.admitted) return { verdict: 'admitted', high_water: d.highWater, sequence: d.sequence, new_term: d.newTerm };
+    const out = { verdict: d.reason };
+    if ('token' in d) out.token = d.token;
+    if ('presented' in d) out.presented = d.presented;
+    if ('highWater' in d) out.high_water = d.highWater;
+    if ('last' in d) out.last = d.last;
+    return out;
+  };
+  const fence = (f) => f && { lock: f.lock, highWater: f.high_water, sequence: f.sequence };
+  return {
+    admit: (current, p, policy) => verdict(guard.admit(fence(current), p, policy)),
+    batch(current, lock, writes, policy) {
+      const out = guard.admitBatch(fence(current), lock, writes, policy);
+      return {
+        verdicts: out.verdicts.map(verdict),
+        fence: out.fence && { high_water: out.fence.highWater, sequence: out.fence.sequence },
+      };
+    },
+    stream(highWater, tokens, policy) {
+      const out = guard.admitStream(highWater, tokens, policy);
+      return { verdicts: out.verdicts, high_water: out.highWater };
     },
   };
 }
@@ -245,7 +276,15 @@ async function main() {
   }
   const core = args.indexOf('--core');
   let guard;
-  if (core >= 0) {
+  if (args.includes('--package')) {
+    try {
+      const mod = await import(pathToFileURL(join(root, 'host', 'node', 'index.js')).href);
+      guard = packageGuard(new mod.Guard());
+    } catch (e) {
+      console.error(`error: cannot load @fencing/guard (npm install && npm run build in host/node): ${e.message}`);
+      return 2;
+    }
+  } else if (core >= 0) {
     try {
       guard = coreGuard(new CoreGuard(readFileSync(resolve(args[core + 1] ?? ''))));
     } catch (e) {

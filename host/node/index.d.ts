@@ -1,0 +1,75 @@
+/** Fencing-token admission checks: the fencing:guard@0.1.0 component, validated and typed. */
+
+/** 2^64 - 1, the largest token. */
+export declare const U64_MAX: bigint;
+
+/** A token, sequence or high-water mark: a BigInt in 0..2^64-1, or a non-negative safe-integer Number. */
+export type U64 = bigint | number;
+
+/** How tokens are compared with the stored high-water mark (`_` spellings work too). */
+export type Policy = 'non-decreasing' | 'strictly-increasing' | 'non_decreasing' | 'strictly_increasing';
+
+/** What a storage engine keeps beside a resource. */
+export interface Fence {
+  /** The lock the resource is bound to (compared as UTF-8 bytes). */
+  lock: string;
+  /** The highest admitted token. */
+  highWater: U64;
+  /** The last sequence admitted under `highWater`, if any. */
+  sequence?: U64 | null;
+}
+
+/** What a writer presents with a write. */
+export interface Sequencer {
+  lock: string;
+  /** The fencing token; 0 is never valid. */
+  token: U64;
+  sequence?: U64 | null;
+}
+
+/** An admitted write: persist `{lock: presented.lock, highWater, sequence}` with it. */
+export interface Admission {
+  admitted: true;
+  highWater: bigint;
+  sequence: bigint | null;
+  /** True when the write began a new token (no fence before, or a higher token). */
+  newTerm: boolean;
+}
+
+/** A refused write and its evidence. */
+export type Rejection =
+  | { admitted: false; reason: 'invalid_token' | 'wrong_lock' }
+  | { admitted: false; reason: 'stale_token' | 'token_reused'; presented: bigint; highWater: bigint }
+  | { admitted: false; reason: 'sequence_regressed'; token: bigint; presented: bigint | null; last: bigint };
+
+export type Decision = Admission | Rejection;
+
+/** One write of a batch. */
+export interface BatchWrite {
+  token: U64;
+  sequence?: U64 | null;
+}
+
+export interface BatchOutcome {
+  /** One decision per write, in order. */
+  verdicts: Decision[];
+  /** The fence to persist after the batch; null only when nothing was admitted and there was no fence. */
+  fence: { highWater: bigint; sequence: bigint | null } | null;
+}
+
+export interface StreamOutcome {
+  verdicts: Array<'admitted' | 'invalid_token' | 'stale_token' | 'token_reused'>;
+  /** The mark after the stream (0n: still no fence). */
+  highWater: bigint;
+}
+
+export declare class Guard {
+  /** `maxLocks`: lock names kept interned (at least 2, default 4096). */
+  constructor(options?: { maxLocks?: number });
+  /** Decides one write against the resource's fence (null: none yet). Never throws for a refusal. */
+  admit(current: Fence | null | undefined, presented: Sequencer, policy?: Policy): Decision;
+  /** Decides writes to one resource under one lock, in order. */
+  admitBatch(current: Fence | null | undefined, lock: string, writes: Array<BatchWrite | U64>, policy?: Policy): BatchOutcome;
+  /** Decides sequence-less tokens on a resource whose binding the caller checked; `highWater` 0 means no fence. */
+  admitStream(highWater: U64, tokens: Iterable<U64> | BigUint64Array, policy?: Policy): StreamOutcome;
+}

@@ -1,0 +1,69 @@
+// The package's own promises: refusals are values, bad values never cross.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Guard, U64_MAX } from '../index.js';
+
+const guard = new Guard();
+
+test('the GC-pause story: 34 writes, the paused holder with 33 refused', () => {
+  let fence = null;
+  for (let t = 1n; t <= 34n; t++) {
+    const d = guard.admit(fence, { lock: 'orders', token: t });
+    assert.equal(d.admitted, true);
+    fence = { lock: 'orders', highWater: d.highWater, sequence: d.sequence };
+  }
+  assert.deepEqual(guard.admit(fence, { lock: 'orders', token: 33n }), {
+    admitted: false,
+    reason: 'stale_token',
+    presented: 33n,
+    highWater: 34n,
+  });
+});
+
+test('out-of-range and loose values are refused before they cross', () => {
+  const fence = { lock: 'l', highWater: 5n };
+  const bad = [
+    [() => guard.admit(fence, { lock: 'l', token: -1n }), RangeError, /presented.token/],
+    [() => guard.admit(fence, { lock: 'l', token: 1n << 64n }), RangeError, /presented.token/],
+    [() => guard.admit(fence, { lock: 'l', token: 2 ** 53 }), RangeError, /presented.token/],
+    [() => guard.admit(fence, { lock: 'l', token: 1.5 }), RangeError, /presented.token/],
+    [() => guard.admit(fence, { lock: 'l', token: null }), TypeError, /presented.token/],
+    [() => guard.admit(fence, { lock: 'l', token: '7' }), TypeError, /presented.token/],
+    [() => guard.admit(fence, { lock: 'l', token: 7n, sequence: -2n }), RangeError, /presented.sequence/],
+    [() => guard.admit({ lock: 'l', highWater: -1n }, { lock: 'l', token: 7n }), RangeError, /current.highWater/],
+    [() => guard.admit(fence, { lock: 7, token: 7n }), TypeError, /presented.lock/],
+    [() => guard.admit(fence, { lock: '\ud800', token: 7n }), RangeError, /presented.lock/],
+    [() => guard.admit(fence, { lock: 'l', token: 7n }, 'newest'), RangeError, /policy/],
+    [() => guard.admitBatch(fence, 'l', [1n, { token: -3n }]), RangeError, /writes\[1\].token/],
+    [() => guard.admitStream(0n, [1n, U64_MAX + 1n]), RangeError, /tokens\[1\]/],
+  ];
+  for (const [call, type, words] of bad) assert.throws(call, (e) => e instanceof type && words.test(e.message));
+  // Nothing crossed: the fence the caller holds still admits its holder and refuses the stale.
+  assert.equal(guard.admit(fence, { lock: 'l', token: 5n }).admitted, true);
+  assert.equal(guard.admit(fence, { lock: 'l', token: 4n }).reason, 'stale_token');
+});
+
+test('u64 edges cross exactly, safe Numbers are accepted', () => {
+  assert.deepEqual(guard.admit({ lock: 'l', highWater: U64_MAX - 1n }, { lock: 'l', token: U64_MAX }), {
+    admitted: true,
+    highWater: U64_MAX,
+    sequence: null,
+    newTerm: true,
+  });
+  assert.equal(guard.admit({ lock: 'l', highWater: 2 ** 53 - 1 }, { lock: 'l', token: (1n << 53n) + 1n }).highWater, (1n << 53n) + 1n);
+});
+
+test('lock names compare as bytes', () => {
+  assert.equal(guard.admit({ lock: 'caf\u00e9', highWater: 1n }, { lock: 'cafe\u0301', token: 2n }).reason, 'wrong_lock');
+  assert.equal(guard.admit({ lock: 'a\u0000b', highWater: 1n }, { lock: 'a\u0000b', token: 2n }).admitted, true);
+});
+
+test('a guard with room for two names re-interns correctly', () => {
+  const small = new Guard({ maxLocks: 2 });
+  for (let i = 1; i < 200; i++) {
+    const lock = `lock-${i % 7}`;
+    assert.equal(small.admit({ lock, highWater: 10n }, { lock, token: 9n }).reason, 'stale_token');
+    assert.equal(small.admit({ lock, highWater: 10n }, { lock: `${lock}x`, token: 11n }).reason, 'wrong_lock');
+  }
+  assert.throws(() => new Guard({ maxLocks: 1 }), RangeError);
+});

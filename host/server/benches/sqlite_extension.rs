@@ -1,9 +1,9 @@
 //! What fencing a SQLite table costs per write: one UPDATE per transaction of
 //! a 1,000-row table, three ways, on one WAL database file:
-//! - `plain`: `UPDATE docs SET body, token WHERE id` (no check at all);
+//! - `plain`: `UPDATE plain SET body, token WHERE id` (no check at all);
 //! - `conditional`: the same with `AND token <= ?` (the usual hand-written
 //!   check, which keeps no fence and knows no lock);
-//! - `protected`: the plain UPDATE on a table under `fencing_protect`, so the
+//! - `protected`: the same UPDATE on table `fenced`, under `fencing_protect`, so the
 //!   extension's trigger reads the fence, asks the component and raises it.
 //!
 //! Under `synchronous=NORMAL` (no fsync per commit, so the CPU cost is all

@@ -191,15 +191,17 @@ fn check_row(ctx: &Context<'_>, s: &Session) -> Result<Option<i64>> {
     let resource = text(ctx, 1, "resource")?
         .ok_or_else(|| fail(format!("fencing: a row of {table} has a NULL resource; protected rows need one")))?;
     let lock = text(ctx, 2, "lock")?.unwrap_or_else(|| resource.clone());
-    let at = format!("table {table}, resource {resource:?}, lock {lock:?}");
+    // Where a refusal happened; built only when there is one (this runs for every protected row).
+    let at = |lock: &str| format!("table {table}, resource {resource:?}, lock {lock:?}");
     let token = match int(ctx, 3, "token")? {
         None => {
             return Err(fail(format!(
-                "fencing: missing_token: {at}: the write presents no token (set the token column, or call fencing_present(token) first)"
+                "fencing: missing_token: {}: the write presents no token (set the token column, or call fencing_present(token) first)",
+                at(&lock)
             )));
         }
         Some(t) if t < 0 => {
-            return Err(fail(format!("fencing: invalid_token: {at}: token {t} is negative")));
+            return Err(fail(format!("fencing: invalid_token: {}: token {t} is negative", at(&lock))));
         }
         Some(t) => t as u64,
     };
@@ -215,7 +217,10 @@ fn check_row(ctx: &Context<'_>, s: &Session) -> Result<Option<i64>> {
     };
     let presented = Sequencer { lock, token, sequence };
     let decision = decider(s)?.decide(current.as_ref(), &presented, policy).map_err(|why| {
-        fail(format!("fencing: guard_failure: {at}: the guard could not decide ({why}); nothing was written"))
+        fail(format!(
+            "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
+            at(&presented.lock)
+        ))
     })?;
     let Err(rejection) = decision else { return Ok(None) };
     let shown = |seq: Option<u64>| seq.map_or_else(String::new, |v| format!(" sequence {v}"));
@@ -223,5 +228,10 @@ fn check_row(ctx: &Context<'_>, s: &Session) -> Result<Option<i64>> {
         None => "no fence".to_string(),
         Some(f) => format!("high_water {}{} (bound to lock {:?})", f.high_water, shown(f.sequence), f.lock),
     };
-    Err(fail(format!("fencing: {}: {at}: presented token {token}{}, {fence}", rejection.reason(), shown(sequence))))
+    Err(fail(format!(
+        "fencing: {}: {}: presented token {token}{}, {fence}",
+        rejection.reason(),
+        at(&presented.lock),
+        shown(sequence)
+    )))
 }

@@ -1,23 +1,17 @@
-// Runs the shared fencing test vectors (tests/vectors/*.json) against the
-// fencing:guard component transpiled by jco (tests/node/out/, made by
-// transpile.mjs), and prints `N passed, M failed`.
+// Runs the shared fencing test vectors (tests/vectors/*.json) against a
+// JavaScript host of the fencing:guard component and prints `N passed, M
+// failed`:
+// - by default, the @fencing/guard package (host/node, built with `npm run
+//   build`): the component transpiled by jco behind the wrapper users call;
+// - with --core FILE, core_abi.mjs: the core module of component FILE under
+//   Node's own WebAssembly, the canonical ABI lowered by hand (docs/core-abi.md).
 //
 // Every u64 is a BigInt: the vector files are parsed losslessly (integer
-// literals are turned into BigInt before any float rounding can happen).
-// Every call into the component goes through `componentGuard`, the one place
-// that knows the WIT encoding as jco maps it (camelCase fields, `{tag, val}`
-// variants, thrown `ComponentError` for a top-level `result` error, `LockName`
-// handles, verdict-code bytes in a Uint8Array); the rest speaks the vectors'
-// vocabulary (tests/vectors/README.md).
+// literals are turned into BigInt before any float rounding can happen). Each
+// host is reached through one adapter (`packageGuard`, `coreGuard`) that
+// speaks the vectors' vocabulary (tests/vectors/README.md).
 //
-// With --core FILE the cases run through core_abi.mjs instead: the core
-// module of component FILE under Node's own WebAssembly, the canonical ABI
-// lowered by hand (docs/core-abi.md).
-//
-// With --package the cases run through the @fencing/guard package
-// (host/node, built first), the API its users call.
-//
-// Usage: node run_vectors.mjs [--vectors DIR] [--core FILE | --package]
+// Usage: node run_vectors.mjs [--vectors DIR] [--core FILE]
 // Exit codes: 0 all passed, 1 some case failed, 2 unreadable component or vectors.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -98,7 +92,7 @@ function streamVerdicts(codes) {
   });
 }
 
-/** The adapter for the core-ABI host (core_abi.mjs): the same vocabulary as componentGuard. */
+/** The adapter for the core-ABI host (core_abi.mjs): verdict bytes expanded into the vectors' vocabulary. */
 function coreGuard(core) {
   return {
     admit: (current, presented, policy) => core.admit(current, presented, policy),
@@ -137,60 +131,6 @@ function packageGuard(guard) {
     stream(highWater, tokens, policy) {
       const out = guard.admitStream(highWater, tokens, policy);
       return { verdicts: out.verdicts, high_water: out.highWater };
-    },
-  };
-}
-
-/**
- * The adapter: vectors' vocabulary in, WIT calls (as jco maps them), vectors' vocabulary out.
- * Lock names cross as `LockName` handles, one per distinct name for this instance; batch and
- * stream verdicts come back as verdict-code bytes and are expanded here, the evidence following
- * from the inputs as in `fencing_guest::rules::expand_batch`.
- */
-function componentGuard(check) {
-  const locks = new Map();
-  const lockName = (name) => {
-    let handle = locks.get(name);
-    if (handle === undefined) {
-      handle = new check.LockName(name);
-      locks.set(name, handle);
-    }
-    return handle;
-  };
-  const fence = (f) =>
-    f == null ? undefined : { lock: lockName(f.lock), highWater: f.high_water, sequence: f.sequence ?? undefined };
-  const admitted = (a) => ({ verdict: 'admitted', high_water: a.highWater, sequence: a.sequence ?? null, new_term: a.newTerm });
-  const rejected = (r) => {
-    const out = { verdict: r.tag.replaceAll('-', '_') };
-    if (r.tag === 'stale-token' || r.tag === 'token-reused') {
-      Object.assign(out, { presented: r.val.presented, high_water: r.val.highWater });
-    } else if (r.tag === 'sequence-regressed') {
-      Object.assign(out, { token: r.val.token, presented: r.val.presented ?? null, last: r.val.last });
-    }
-    return out;
-  };
-  return {
-    admit(current, presented, policy) {
-      const sequencer = { lock: lockName(presented.lock), token: presented.token, sequence: presented.sequence ?? undefined };
-      try {
-        return admitted(check.admit(fence(current), sequencer, policy.replaceAll('_', '-')));
-      } catch (e) {
-        // jco throws a top-level `result` error as a ComponentError carrying the rejection.
-        if (e && typeof e === 'object' && 'payload' in e) return rejected(e.payload);
-        throw e;
-      }
-    },
-    batch(current, lock, writes, policy) {
-      const ws = writes.map((w) => ({ token: w.token, sequence: w.sequence ?? undefined }));
-      const out = check.admitBatch(fence(current), lockName(lock), ws, policy.replaceAll('_', '-'));
-      return {
-        verdicts: expandBatch(current, writes, out.verdicts),
-        fence: out.fence == null ? null : { high_water: out.fence.highWater, sequence: out.fence.sequence ?? null },
-      };
-    },
-    stream(highWater, tokens, policy) {
-      const out = check.admitStream(highWater, BigUint64Array.from(tokens), policy.replaceAll('_', '-'));
-      return { verdicts: streamVerdicts(out.verdicts), high_water: out.highWater };
     },
   };
 }
@@ -276,15 +216,7 @@ async function main() {
   }
   const core = args.indexOf('--core');
   let guard;
-  if (args.includes('--package')) {
-    try {
-      const mod = await import(pathToFileURL(join(root, 'host', 'node', 'index.js')).href);
-      guard = packageGuard(new mod.Guard());
-    } catch (e) {
-      console.error(`error: cannot load @fencing/guard (npm install && npm run build in host/node): ${e.message}`);
-      return 2;
-    }
-  } else if (core >= 0) {
+  if (core >= 0) {
     try {
       guard = coreGuard(new CoreGuard(readFileSync(resolve(args[core + 1] ?? ''))));
     } catch (e) {
@@ -293,10 +225,10 @@ async function main() {
     }
   } else {
     try {
-      const mod = await import(pathToFileURL(join(here, 'out', 'fencing_guest.js')).href);
-      guard = componentGuard(mod.check);
+      const mod = await import(pathToFileURL(join(root, 'host', 'node', 'index.js')).href);
+      guard = packageGuard(new mod.Guard());
     } catch (e) {
-      console.error(`error: cannot load the transpiled component (run node transpile.mjs): ${e.message}`);
+      console.error(`error: cannot load @fencing/guard (npm install && npm run build in host/node): ${e.message}`);
       return 2;
     }
   }

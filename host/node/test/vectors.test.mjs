@@ -1,6 +1,6 @@
 // Every shared vector and 10,000 random cases (written by `fencing check
 // --random`, expecting the native Rust rules' verdicts) through this package,
-// by the repository's vector runner in its --package mode.
+// by the repository's vector runner (its default host is this package).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +13,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const runner = join(root, 'tests', 'node', 'run_vectors.mjs');
 
 function run(...args) {
-  const out = spawnSync(process.execPath, [runner, '--package', ...args], { encoding: 'utf8' });
+  const out = spawnSync(process.execPath, [runner, ...args], { encoding: 'utf8' });
   assert.equal(out.status, 0, out.stdout + out.stderr);
   return out.stdout.trim().split('\n').at(-1);
 }

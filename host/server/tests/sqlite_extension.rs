@@ -49,6 +49,6 @@ fn the_gc_pause_story_through_rusqlite() {
     let both: i64 = db.query_row("SELECT count(*) FROM docs WHERE body = 'both'", [], |r| r.get(0)).unwrap();
     assert_eq!(both, 0);
     let mark: i64 =
-        db.query_row("SELECT high_water FROM fencing_fences WHERE resource = 'invoice'", [], |r| r.get(0)).unwrap();
+        db.query_row("SELECT json_extract(fencing_fence('invoice'), '$.high_water')", [], |r| r.get(0)).unwrap();
     assert_eq!(mark, 34);
 }

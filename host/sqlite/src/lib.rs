@@ -16,9 +16,13 @@
 //! - `session.rs`: what a connection presents when a row does not carry it
 //!   (`fencing_present`), and the connection's plugin.
 //! - `functions.rs`: the SQL functions and their argument checks.
+//! - `carry.rs`: where a resource's mark lives: its fence row, raised by
+//!   the token a protected row carries, and the invariants that keep the
+//!   two equal to the last admission.
 //! - `protect.rs`: `fencing_protect`/`fencing_unprotect`: the fence table
 //!   and the triggers, generated from validated identifiers.
 
+mod carry;
 mod functions;
 mod guard;
 mod protect;

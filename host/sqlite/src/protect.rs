@@ -2,11 +2,13 @@
 //! triggers that decide every write of a protected table.
 //!
 //! Each protected table gets `BEFORE INSERT`, `BEFORE UPDATE` and `BEFORE
-//! DELETE` row triggers. Each asks `fencing_check_row` about the row against
-//! its resource's row in `fencing_fences` (read in the same statement), and
-//! on admission upserts that row to the presented lock, token and sequence
-//! (the admission's fence). A refusal fails the statement, so SQLite undoes
-//! every row the statement had changed and no fence moves.
+//! DELETE` row triggers. A trigger's `WHEN` asks `fencing_check_row` about
+//! the row against its resource's mark (the row of `fencing_fences`, raised
+//! by a carrier row: `carry.rs`); a refusal fails the statement, so SQLite
+//! undoes every row the statement had changed and no fence moves. An
+//! admission whose row does not carry the new mark runs the trigger's body:
+//! an upsert of the fence row to the presented lock, token and sequence (the
+//! admission's fence).
 //!
 //! What a row presents:
 //! - token: INSERT: the token column, else `fencing_present`'s token;
@@ -20,16 +22,18 @@
 //! Identifiers are checked against the schema and quoted, so no argument
 //! reaches the generated SQL unquoted.
 
+use crate::carry;
 use crate::functions::{fail, policy, text};
 use rusqlite::functions::Context;
-use rusqlite::{OptionalExtension, Result};
+use rusqlite::{Connection, OptionalExtension, Result};
 
 const FENCES: &str = r#"
 CREATE TABLE IF NOT EXISTS fencing_fences (
     resource   TEXT PRIMARY KEY NOT NULL,
     lock       TEXT NOT NULL,
     high_water INTEGER NOT NULL,
-    sequence   INTEGER
+    sequence   INTEGER,
+    carrier    TEXT
 ) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS fencing_fences_forward BEFORE UPDATE ON fencing_fences
     WHEN NEW.high_water < OLD.high_water OR NEW.resource IS NOT OLD.resource
@@ -43,7 +47,7 @@ END;
 "#;
 
 /// `"name"`, with embedded quotes doubled.
-fn ident(name: &str) -> String {
+pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -74,39 +78,66 @@ impl Columns {
         format!("CAST({} AS TEXT)", Self::at(row, &self.resource))
     }
 
+    /// The lock column's value; NULL (the presented lock, else the resource) without one.
     fn lock(&self, row: &str) -> String {
-        match &self.lock {
-            Some(l) => format!("coalesce(fencing_presented_lock(), {}, {})", Self::at(row, l), self.resource(row)),
-            None => format!("coalesce(fencing_presented_lock(), {})", self.resource(row)),
-        }
+        self.lock.as_deref().map_or_else(|| "NULL".to_string(), |l| Self::at(row, l))
     }
 
-    /// The column's value when this write sets it, else the presented value.
-    fn presented(op: &str, column: Option<&str>, fallback: &str) -> String {
+    /// The column's value when this write sets it; NULL (the presented value) otherwise.
+    fn presented(op: &str, column: Option<&str>) -> String {
         match (op, column) {
-            ("insert", Some(c)) => format!("coalesce({}, {fallback})", Self::at("NEW", c)),
+            ("insert", Some(c)) => Self::at("NEW", c),
             ("update", Some(c)) => {
                 let (new, old) = (Self::at("NEW", c), Self::at("OLD", c));
-                format!("CASE WHEN {new} IS NOT {old} THEN {new} ELSE {fallback} END")
+                format!("CASE WHEN {new} IS NOT {old} THEN {new} END")
             }
-            _ => fallback.to_string(),
+            _ => "NULL".to_string(),
         }
     }
 
-    /// The trigger of one operation.
-    fn trigger(&self, table: &str, op: &str, policy: &str) -> String {
+    /// The token this table's row for the resource holds before the write.
+    fn carried(&self, table: &str, op: &str) -> String {
+        match op {
+            // An INSERT (or its REPLACE) meets the row it replaces, if any.
+            "insert" => format!(
+                "(SELECT {tok} FROM {on} WHERE {res} = NEW.{res})",
+                tok = ident(&self.token),
+                on = ident(table),
+                res = ident(&self.resource)
+            ),
+            _ => Self::at("OLD", &self.token),
+        }
+    }
+
+    /// The trigger of one operation; `carries`: the table's rows can carry marks.
+    ///
+    /// The check is the trigger's `WHEN`: it fails the statement on a
+    /// refusal, and is true when the fence row must be written, so a write
+    /// whose row carries the new mark runs no statement of its own. The
+    /// aggregate reads the fence row in one lookup and yields one row (of
+    /// NULLs) when there is none.
+    fn trigger(&self, table: &str, op: &str, policy: &str, carries: bool) -> String {
         let row = if op == "delete" { "OLD" } else { "NEW" };
         let resource = self.resource(row);
         let lock = self.lock(row);
-        let token = Self::presented(op, Some(&self.token), "fencing_presented_token()");
-        let sequence = Self::presented(op, self.sequence.as_deref(), "fencing_presented_sequence()");
+        let token = Self::presented(op, Some(&self.token));
+        let sequence = Self::presented(op, self.sequence.as_deref());
+        let (carried, row_token) = match (carries, op) {
+            (true, "delete") => (self.carried(table, op), "NULL".to_string()),
+            (true, _) => (self.carried(table, op), Self::at("NEW", &self.token)),
+            (false, _) => ("NULL".to_string(), "NULL".to_string()),
+        };
         let (name, t) = (ident(&format!("fencing_{table}_{op}")), literal(table));
         format!(
-            "CREATE TRIGGER {name} BEFORE {kind} ON {on} FOR EACH ROW BEGIN\n\
-             SELECT fencing_check_row({t}, {resource}, {lock}, {token}, {sequence}, {policy}, f.lock, f.high_water, f.sequence)\n\
-             FROM (SELECT 1) LEFT JOIN fencing_fences f ON f.resource = {resource};\n\
-             INSERT INTO fencing_fences(resource, lock, high_water, sequence) VALUES ({resource}, {lock}, {token}, {sequence})\n\
-             ON CONFLICT(resource) DO UPDATE SET lock = excluded.lock, high_water = excluded.high_water, sequence = excluded.sequence;\n\
+            "CREATE TRIGGER {name} BEFORE {kind} ON {on} FOR EACH ROW\n\
+             WHEN coalesce((SELECT fencing_check_row({t}, {resource}, {lock}, {token}, {sequence}, {policy}, \
+             f.lock, f.high_water, f.sequence, f.carrier, {carried}, {row_token}) FROM fencing_fences f WHERE f.resource = {resource}), \
+             fencing_check_row({t}, {resource}, {lock}, {token}, {sequence}, {policy}, NULL, NULL, NULL, NULL, NULL, {row_token})) > 0 BEGIN\n\
+             INSERT INTO fencing_fences(resource, lock, high_water, sequence, carrier)\n\
+             VALUES ({resource}, fencing_pending({resource}, 'lock'), fencing_pending({resource}, 'high_water'), \
+             fencing_pending({resource}, 'sequence'), CASE fencing_pending({resource}, 'carrier') WHEN 2 THEN {t} END)\n\
+             ON CONFLICT(resource) DO UPDATE SET lock = excluded.lock, high_water = excluded.high_water, \
+             sequence = excluded.sequence, carrier = excluded.carrier;\n\
              END;\n",
             kind = op.to_uppercase(),
             on = ident(table),
@@ -129,14 +160,11 @@ pub fn protect(ctx: &Context<'_>) -> Result<String> {
     // SAFETY: the connection that runs this function; statements run on it
     // are finished before the function returns.
     let db = unsafe { ctx.get_connection()? };
-    let is_table: Option<String> = db
-        .query_row("SELECT type FROM main.sqlite_schema WHERE name = ?1 COLLATE NOCASE", [&table], |r| r.get(0))
-        .optional()?;
-    match is_table.as_deref() {
-        Some("table") => {}
-        Some(kind) => return Err(fail(format!("fencing_protect: {table} is a {kind}, not a table"))),
+    let table = match schema_entry(&db, &table)? {
+        Some((name, kind)) if kind == "table" => name,
+        Some((_, kind)) => return Err(fail(format!("fencing_protect: {table} is a {kind}, not a table"))),
         None => return Err(fail(format!("fencing_protect: no table {table} in the main database"))),
-    }
+    };
     if table.starts_with("fencing_") {
         return Err(fail("fencing_protect: tables named fencing_* belong to the extension"));
     }
@@ -158,39 +186,128 @@ pub fn protect(ctx: &Context<'_>) -> Result<String> {
         lock: column(3, "lock_column", false)?,
         sequence: column(4, "sequence_column", false)?,
     };
-    let mut sql = String::from(FENCES);
-    for name in trigger_names(&table) {
-        sql.push_str(&format!("DROP TRIGGER IF EXISTS {name};\n"));
-    }
-    for op in ["insert", "update", "delete"] {
-        sql.push_str(&cols.trigger(&table, op, policy.name()));
-    }
-    sql.push_str(&format!(
-        "CREATE TRIGGER {name} BEFORE UPDATE OF {col} ON {on} FOR EACH ROW WHEN NEW.{col} IS NOT OLD.{col} BEGIN\n\
-         SELECT RAISE(ABORT, 'fencing: the resource column of a protected table cannot change; delete the row and insert it anew');\n\
-         END;\n",
-        name = ident(&format!("fencing_{table}_resource")),
-        col = ident(&cols.resource),
-        on = ident(&table),
-    ));
-    db.execute_batch(&sql)?;
+    let carries = in_savepoint(&db, "fencing_protect", || {
+        ensure_tables(&db)?;
+        if carry::registered(&db, &table)?.is_some() {
+            if schema_entry(&db, &format!("fencing_{table}_insert"))?.is_none() {
+                return Err(fail(format!(
+                    "fencing_protect: {table} was protected and has lost its triggers (dropped and created again?), \
+                     so the tokens its rows carried are gone; run SELECT fencing_unprotect('{}') to keep its \
+                     resources' marks as last written, then protect it again",
+                    table.replace('\'', "''")
+                )));
+            }
+            carry::fold(&db, &table, true)?;
+        }
+        let carries = carry::can_carry(&db, &table, &cols.resource)?;
+        db.execute(
+            "INSERT OR REPLACE INTO fencing_protected(tbl, resource_column, token_column, carries) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![table, cols.resource, cols.token, carries],
+        )?;
+        let mut sql = String::new();
+        for name in trigger_names(&table) {
+            sql.push_str(&format!("DROP TRIGGER IF EXISTS {name};\n"));
+        }
+        for op in ["insert", "update", "delete"] {
+            sql.push_str(&cols.trigger(&table, op, policy.name(), carries));
+        }
+        sql.push_str(&format!(
+            "CREATE TRIGGER {name} BEFORE UPDATE OF {col} ON {on} FOR EACH ROW WHEN NEW.{col} IS NOT OLD.{col} BEGIN\n\
+             SELECT RAISE(ABORT, 'fencing: the resource column of a protected table cannot change; delete the row and insert it anew');\n\
+             END;\n",
+            name = ident(&format!("fencing_{table}_resource")),
+            col = ident(&cols.resource),
+            on = ident(&table),
+        ));
+        db.execute_batch(&sql)?;
+        Ok(carries)
+    })?;
     Ok(format!(
-        "protected {table}: resource {}, token {}, lock {}, sequence {}, policy {}",
+        "protected {table}: resource {}, token {}, lock {}, sequence {}, policy {}, marks {}",
         cols.resource,
         cols.token,
         cols.lock.as_deref().unwrap_or("(the resource)"),
         cols.sequence.as_deref().unwrap_or("(none)"),
-        policy.name()
+        policy.name(),
+        if carries { "carried by the rows" } else { "in fencing_fences" }
     ))
 }
 
-/// `fencing_unprotect(table)`: drops the triggers; the fences stay, so
-/// protecting the table again continues from the same high-water marks.
+/// `fencing_unprotect(table)`: folds what the table's rows carry into the
+/// fences and drops the triggers; the fences stay, so protecting the table
+/// again continues from the same marks. Works for a table that was dropped
+/// while protected: its carried tokens are gone, and the marks stay as last
+/// written to `fencing_fences`.
 pub fn unprotect(ctx: &Context<'_>) -> Result<String> {
     let table = text(ctx, 0, "table")?.ok_or_else(|| fail("fencing_unprotect: table is NULL"))?;
     // SAFETY: as in `protect`.
     let db = unsafe { ctx.get_connection()? };
-    let sql: String = trigger_names(&table).iter().map(|n| format!("DROP TRIGGER IF EXISTS {n};\n")).collect();
-    db.execute_batch(&sql)?;
-    Ok(format!("unprotected {table}"))
+    let exists = schema_entry(&db, &table)?;
+    let table = match (&exists, registered_name(&db, &table)?) {
+        (_, Some(registered)) => registered,
+        (Some((name, _)), None) => name.clone(),
+        (None, None) => table,
+    };
+    let folded = in_savepoint(&db, "fencing_unprotect", || {
+        ensure_tables(&db)?;
+        let folded = carry::fold(&db, &table, exists.is_some())?;
+        db.execute("DELETE FROM fencing_protected WHERE tbl = ?1", [&table])?;
+        let sql: String = trigger_names(&table).iter().map(|n| format!("DROP TRIGGER IF EXISTS {n};\n")).collect();
+        db.execute_batch(&sql)?;
+        Ok(folded)
+    })?;
+    Ok(match (exists, folded) {
+        (Some(_), 0) => format!("unprotected {table}"),
+        (Some(_), n) => format!("unprotected {table}: {n} marks its rows carried moved into fencing_fences"),
+        (None, n) => {
+            format!("unprotected {table} (no longer exists): {n} marks stay as last written to fencing_fences")
+        }
+    })
+}
+
+/// The name and type of a schema object, found without regard to case.
+fn schema_entry(db: &Connection, name: &str) -> Result<Option<(String, String)>> {
+    db.query_row("SELECT name, type FROM main.sqlite_schema WHERE name = ?1 COLLATE NOCASE", [name], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
+    .optional()
+}
+
+/// The registered spelling of a protected table's name.
+fn registered_name(db: &Connection, table: &str) -> Result<Option<String>> {
+    let exists: bool =
+        db.query_row("SELECT count(*) > 0 FROM main.sqlite_schema WHERE name = 'fencing_protected'", [], |r| r.get(0))?;
+    if !exists {
+        return Ok(None);
+    }
+    db.query_row("SELECT tbl FROM fencing_protected WHERE tbl = ?1 COLLATE NOCASE", [table], |r| r.get(0)).optional()
+}
+
+/// The fence table (with the carrier column a fence table made by 0.1.0
+/// lacks) and the registry.
+fn ensure_tables(db: &Connection) -> Result<()> {
+    db.execute_batch(FENCES)?;
+    let has_carrier: bool =
+        db.query_row("SELECT count(*) > 0 FROM pragma_table_info('fencing_fences') WHERE name = 'carrier'", [], |r| {
+            r.get(0)
+        })?;
+    if !has_carrier {
+        db.execute_batch("ALTER TABLE fencing_fences ADD COLUMN carrier TEXT")?;
+    }
+    db.execute_batch(carry::REGISTRY)
+}
+
+/// Runs `f` inside a savepoint: all of it happens, or none of it.
+fn in_savepoint<T>(db: &Connection, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    db.execute_batch(&format!("SAVEPOINT {name}"))?;
+    match f() {
+        Ok(v) => {
+            db.execute_batch(&format!("RELEASE {name}"))?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = db.execute_batch(&format!("ROLLBACK TO {name}; RELEASE {name}"));
+            Err(e)
+        }
+    }
 }

@@ -16,9 +16,22 @@ pub struct Presented {
     pub sequence: Option<i64>,
 }
 
+/// An admission whose fence row the trigger's body writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub resource: String,
+    pub lock: String,
+    pub high_water: u64,
+    pub sequence: Option<u64>,
+    /// 1: the fence row names no carrier; 2: it names the written table.
+    pub write: i64,
+}
+
 #[derive(Default)]
 pub struct State {
     pub presented: Presented,
+    /// The fence a trigger's check admitted and its body writes.
+    pub pending: Option<Pending>,
     /// A plugin chosen with `fencing_use_plugin`; `None`: the embedded component.
     pub plugin: Option<Arc<Decider>>,
 }

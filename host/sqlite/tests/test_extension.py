@@ -147,21 +147,41 @@ class Vectors(unittest.TestCase):
                 self.assertIn(words, str(e.exception))
 
 
+def mark(db, resource):
+    """The resource's mark as (lock, high_water, sequence), None without one."""
+    out = db.execute("SELECT fencing_fence(?)", (resource,)).fetchone()[0]
+    if out is None:
+        return None
+    f = json.loads(out)
+    return (f["lock"], f["high_water"], f["sequence"])
+
+
+def stored(db, resource):
+    """The resource's row of fencing_fences as (high_water, carrier)."""
+    return db.execute("SELECT high_water, carrier FROM fencing_fences WHERE resource = ?", (resource,)).fetchone()
+
+
 class Protected(unittest.TestCase):
+    """Every write of a rowid table writes the fence row."""
+
+    SHAPE = ""
+    MARKS = "in fencing_fences"
+
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
         self.path = os.path.join(self.dir.name, "app.db")
         self.db = connect(self.path)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("CREATE TABLE docs(id TEXT PRIMARY KEY, body TEXT, token INTEGER, lock TEXT, seq INTEGER)")
-        self.db.execute("SELECT fencing_protect('docs', 'id', 'token', 'lock', 'seq')")
+        self.db.execute(f"CREATE TABLE docs(id TEXT PRIMARY KEY, body TEXT, token INTEGER, lock TEXT, seq INTEGER){self.SHAPE}")
+        out = self.db.execute("SELECT fencing_protect('docs', 'id', 'token', 'lock', 'seq')").fetchone()[0]
+        self.assertTrue(out.endswith(self.MARKS), out)
 
     def tearDown(self):
         self.db.close()
         self.dir.cleanup()
 
     def fence(self, resource):
-        return self.db.execute("SELECT lock, high_water, sequence FROM fencing_fences WHERE resource = ?", (resource,)).fetchone()
+        return mark(self.db, resource)
 
     def test_the_gc_pause_story(self):
         self.db.execute("INSERT INTO docs(id, body, token) VALUES ('invoice', 'v1', 1)")
@@ -279,6 +299,133 @@ class Protected(unittest.TestCase):
             self.db.execute("SELECT fencing_use_plugin('/nonexistent.wasm')")
 
 
+class ProtectedKeyed(Protected):
+    """The same tests on a WITHOUT ROWID table keyed by the resource, whose rows carry their marks."""
+
+    SHAPE = " WITHOUT ROWID"
+    MARKS = "carried by the rows"
+
+
+class Carried(unittest.TestCase):
+    """Where a mark lives when the protected rows carry it."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.db = connect(os.path.join(self.dir.name, "app.db"))
+        self.db.execute("CREATE TABLE a(id TEXT PRIMARY KEY, body TEXT, token INTEGER) WITHOUT ROWID")
+        self.db.execute("CREATE TABLE b(id TEXT PRIMARY KEY, body TEXT, token INTEGER)")
+        for t in ("a", "b"):
+            self.db.execute(f"SELECT fencing_protect('{t}', 'id', 'token')")
+
+    def tearDown(self):
+        self.db.close()
+        self.dir.cleanup()
+
+    def test_the_row_carries_the_mark_and_a_stale_write_is_still_refused(self):
+        self.db.execute("INSERT INTO a VALUES ('r', 'v1', 1)")
+        self.assertEqual(stored(self.db, "r"), (1, "a"))
+        for token in range(2, 35):
+            self.db.execute("UPDATE a SET body = ?, token = ? WHERE id = 'r'", (f"v{token}", token))
+        self.assertEqual(stored(self.db, "r"), (1, "a"), "the fence row was not rewritten")
+        self.assertEqual(mark(self.db, "r"), ("r", 34, None))
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token.*presented token 33, high_water 34"):
+            self.db.execute("UPDATE a SET body = 'paused', token = 33 WHERE id = 'r'")
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token"):
+            self.db.execute("INSERT OR REPLACE INTO a VALUES ('r', 'replaced by a paused holder', 20)")
+        self.db.execute("INSERT OR REPLACE INTO a VALUES ('r', 'replaced', 35)")
+        self.assertEqual(self.db.execute("SELECT body, token FROM a").fetchall(), [("replaced", 35)])
+        self.assertEqual(mark(self.db, "r"), ("r", 35, None))
+
+    def test_a_delete_moves_the_mark_into_the_fence_row(self):
+        self.db.execute("INSERT INTO a VALUES ('r', 'v', 1)")
+        self.db.execute("UPDATE a SET token = 9 WHERE id = 'r'")
+        self.db.execute("SELECT fencing_present(9)")
+        self.db.execute("DELETE FROM a WHERE id = 'r'")
+        self.db.execute("SELECT fencing_present(NULL)")
+        self.assertEqual(stored(self.db, "r"), (9, None))
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token.*high_water 9"):
+            self.db.execute("INSERT INTO a VALUES ('r', 'back', 8)")
+
+    def test_an_update_presenting_its_token_out_of_band_writes_the_fence_row(self):
+        self.db.execute("INSERT INTO a VALUES ('r', 'v', 1)")
+        self.db.execute("UPDATE a SET body = 'w' WHERE id = 'r' AND fencing_present(5)")
+        self.assertEqual(stored(self.db, "r"), (5, None))
+        self.assertEqual(mark(self.db, "r"), ("r", 5, None))
+        self.db.execute("SELECT fencing_present(NULL)")
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token"):
+            self.db.execute("UPDATE a SET token = 4 WHERE id = 'r'")
+
+    def test_tables_sharing_a_resource_share_its_mark(self):
+        self.db.execute("INSERT INTO a VALUES ('r', 'v', 1)")
+        self.db.execute("UPDATE a SET token = 7 WHERE id = 'r'")
+        self.assertEqual(stored(self.db, "r"), (1, "a"))
+        # b's trigger reads what a's row carries.
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token.*high_water 7"):
+            self.db.execute("INSERT INTO b VALUES ('r', 'stale', 6)")
+        self.db.execute("INSERT INTO b VALUES ('r', 'fresh', 8)")
+        self.assertEqual(stored(self.db, "r"), (8, None))
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token.*high_water 8"):
+            self.db.execute("UPDATE a SET token = 6 WHERE id = 'r'")
+
+    def test_unprotect_folds_the_carried_marks_into_the_fences(self):
+        self.db.executemany("INSERT INTO a VALUES (?, 'v', 1)", [("x",), ("y",)])
+        self.db.execute("UPDATE a SET token = 12 WHERE id = 'x'")
+        out = self.db.execute("SELECT fencing_unprotect('a')").fetchone()[0]
+        self.assertIn("2 marks", out)
+        self.assertEqual(stored(self.db, "x"), (12, None))
+        self.assertEqual(stored(self.db, "y"), (1, None))
+        self.db.execute("UPDATE a SET token = 0 WHERE id = 'x'")  # unfenced now
+        self.db.execute("SELECT fencing_protect('a', 'id', 'token')")
+        with self.assertRaisesRegex(sqlite3.Error, "stale_token.*high_water 12"):
+            self.db.execute("UPDATE a SET token = 11 WHERE id = 'x'")
+
+    def test_a_table_dropped_while_protected_fails_closed_until_acknowledged(self):
+        self.db.execute("INSERT INTO a VALUES ('r', 'v', 1)")
+        self.db.execute("UPDATE a SET token = 30 WHERE id = 'r'")
+        self.db.execute("DROP TABLE a")
+        with self.assertRaisesRegex(sqlite3.Error, "carrier_missing.*fencing_unprotect\\('a'\\)"):
+            self.db.execute("INSERT INTO b VALUES ('r', 'x', 2)")
+        self.db.execute("CREATE TABLE a(id TEXT PRIMARY KEY, body TEXT, token INTEGER) WITHOUT ROWID")
+        with self.assertRaisesRegex(sqlite3.Error, "lost its triggers"):
+            self.db.execute("SELECT fencing_protect('a', 'id', 'token')")
+        self.db.execute("DROP TABLE a")
+        out = self.db.execute("SELECT fencing_unprotect('a')").fetchone()[0]
+        self.assertIn("no longer exists", out)
+        self.assertEqual(mark(self.db, "r"), ("r", 1, None), "the mark as last written to fencing_fences")
+        self.db.execute("INSERT INTO b VALUES ('r', 'x', 2)")
+
+    def test_which_tables_carry(self):
+        for create, carries in [
+            ("CREATE TABLE t(k INTEGER PRIMARY KEY, token INTEGER)", True),
+            ("CREATE TABLE t(k TEXT PRIMARY KEY, token INTEGER) WITHOUT ROWID", True),
+            ("CREATE TABLE t(k TEXT PRIMARY KEY, token INTEGER)", False),
+            ("CREATE TABLE t(k INTEGER PRIMARY KEY DESC, token INTEGER)", False),
+            ("CREATE TABLE t(k TEXT PRIMARY KEY, email TEXT UNIQUE, token INTEGER) WITHOUT ROWID", False),
+            ("CREATE TABLE t(k TEXT, v TEXT, token INTEGER, PRIMARY KEY (k, v)) WITHOUT ROWID", False),
+            ("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, token INTEGER)", False),
+        ]:
+            with self.subTest(create=create):
+                self.db.execute("DROP TABLE IF EXISTS t")
+                self.db.execute("DELETE FROM fencing_protected WHERE tbl = 't'")
+                self.db.execute(create)
+                out = self.db.execute("SELECT fencing_protect('t', 'k', 'token')").fetchone()[0]
+                self.assertEqual(out.endswith("carried by the rows"), carries, out)
+
+    def test_a_fence_table_of_0_1_0_gains_its_carrier_column(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = connect(os.path.join(d, "old.db"))
+            db.execute("CREATE TABLE fencing_fences (resource TEXT PRIMARY KEY NOT NULL, lock TEXT NOT NULL, "
+                       "high_water INTEGER NOT NULL, sequence INTEGER) WITHOUT ROWID")
+            db.execute("INSERT INTO fencing_fences VALUES ('r', 'r', 40, NULL)")
+            db.execute("CREATE TABLE t(k TEXT PRIMARY KEY, token INTEGER) WITHOUT ROWID")
+            db.execute("SELECT fencing_protect('t', 'k', 'token')")
+            with self.assertRaisesRegex(sqlite3.Error, "stale_token.*high_water 40"):
+                db.execute("INSERT INTO t VALUES ('r', 39)")
+            db.execute("INSERT INTO t VALUES ('r', 41)")
+            self.assertEqual(mark(db, "r"), ("r", 41, None))
+            db.close()
+
+
 class Shell(unittest.TestCase):
     def test_the_gc_pause_story_in_the_sqlite3_shell(self):
         script = [f".load {EXT}", "CREATE TABLE docs(id TEXT PRIMARY KEY, body TEXT, token INTEGER);",
@@ -293,7 +440,8 @@ class Shell(unittest.TestCase):
         self.assertIn("stale_token", run.stderr)
         self.assertIn("presented token 33, high_water 34", run.stderr)
         self.assertEqual(run.stdout.split(), ["protected", "docs:", "resource", "id,", "token", "token,", "lock",
-                                              "(the", "resource),", "sequence", "(none),", "policy", "non-decreasing",
+                                              "(the", "resource),", "sequence", "(none),", "policy", "non-decreasing,",
+                                              "marks", "in", "fencing_fences",
                                               "written", "with", "34|34", "34"])
 
 

@@ -162,8 +162,14 @@ async fn backend_killed_mid_transaction_loses_nothing_committed() {
     victim.batch_execute("BEGIN; UPDATE public.acct SET balance = 0, token = 50 WHERE id = 'a'").await.unwrap();
     let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
-    // The postmaster resets every backend and recovers; reconnect when it is back.
+    // The postmaster resets every backend and recovers. A connection opened
+    // before it notices the crash is itself reset, so wait until the
+    // bystander's session has been ended, then reconnect when it is back.
     let deadline = Instant::now() + Duration::from_secs(60);
+    while c.batch_execute("SELECT 1").await.is_ok() {
+        assert!(Instant::now() < deadline, "the postmaster did not reset its backends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let c = loop {
         if let Ok((client, conn)) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls).await {
             tokio::spawn(conn);

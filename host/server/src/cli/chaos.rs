@@ -8,10 +8,11 @@
 use crate::chaos::campaign::{self, CampaignConfig};
 use crate::chaos::check::{self, Report};
 use crate::chaos::client::{self, ClientConfig};
-use crate::chaos::history::read_history;
+use crate::chaos::history::{Record, read_history};
+use crate::chaos::report;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -29,6 +30,9 @@ enum ChaosCommand {
     Check {
         /// The history (JSON lines) to check.
         file: PathBuf,
+        /// Also write DIR/timeline.html: the history drawn as lanes of requests, faults and violations.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
     /// One campaign client process (started by the campaign).
     #[command(hide = true)]
@@ -64,6 +68,10 @@ struct RunArgs {
     /// Start both servers with `--auth-token-file` (a random token) and have the clients send it.
     #[arg(long)]
     auth: bool,
+    /// Write DIR/timeline.html: every request as a bar per client lane, the faults as bands,
+    /// violations in red, throughput and latency over time. Self-contained; open it in a browser.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -110,9 +118,12 @@ fn print(report: &Report) {
 
 pub fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        Some(ChaosCommand::Check { file }) => {
+        Some(ChaosCommand::Check { file, report: dir }) => {
             let records = read_history(&file).map_err(|e| super::usage(format!("{}: {e}", file.display())))?;
             let report = check::check(&records);
+            if let Some(dir) = dir {
+                write_page(&dir, &file, &records, &report)?;
+            }
             print(&report);
             Ok(if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
@@ -136,6 +147,14 @@ pub fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         }
         None => run_campaign(args.run),
     }
+}
+
+fn write_page(dir: &Path, history: &Path, records: &[Record], report: &Report) -> anyhow::Result<()> {
+    let title = format!("fencing chaos: {}", history.display());
+    let run = report::Run { title: "campaign".into(), records, report };
+    let path = report::write(dir, &title, &[run]).with_context(|| format!("write the report to {}", dir.display()))?;
+    eprintln!("chaos: timeline written to {}", path.display());
+    Ok(())
 }
 
 fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
@@ -171,6 +190,10 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         auth: a.auth,
     };
     let report = runtime()?.block_on(campaign::run(&cfg))?;
+    if let Some(dir) = &a.report {
+        let records = read_history(&cfg.history).context("read the merged history back")?;
+        write_page(dir, &cfg.history, &records, &report)?;
+    }
     if remove_after && report.is_valid() == cfg.fencing && !cfg.history.starts_with(&cfg.work_dir) {
         let _ = std::fs::remove_dir_all(&cfg.work_dir);
     } else {

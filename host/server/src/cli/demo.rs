@@ -13,7 +13,14 @@
 //! `fencing serve --role storage --no-fencing`, same API): client 1's stale
 //! write lands and silently replaces client 2's data. Clients are
 //! `fencing demo client ...` processes.
+//!
+//! Each run is also kept as a history in the campaign's format and judged by
+//! the same checker; `--report DIR` draws both in `DIR/timeline.html`.
 
+use crate::chaos::check;
+use crate::chaos::client::new_op;
+use crate::chaos::history::{Header, NemesisEvent, NemesisKind, Op, OpKind, Outcome, Phase, Record, now_us};
+use crate::chaos::report;
 use crate::client::locks::LockClient;
 use crate::client::storage::{StorageClient, Write};
 use crate::locks::Acquired;
@@ -25,7 +32,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -40,6 +47,10 @@ pub struct DemoArgs {
     /// Which runs to show.
     #[arg(long, value_enum, default_value_t = Runs::Both)]
     only: Runs,
+    /// Write DIR/timeline.html: both runs drawn as lanes of requests with the pause as a band
+    /// (the same page `fencing chaos --report` writes).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
     #[command(subcommand)]
     client: Option<DemoClient>,
 }
@@ -83,15 +94,34 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         servers.push(server);
         println!("`fencing serve` on {base}: embedded locks and fenced storage, data in {}", dir.display());
         let mut ok = true;
+        let mut runs = vec![];
         if args.only != Runs::Unfenced {
-            println!("\n-- run 1: storage checks fencing tokens --");
-            ok &= scenario(&base, &base, "fenced", args.lease_ms).await?;
+            let title = "run 1: storage checks fencing tokens";
+            println!("\n-- {title} --");
+            let (passed, history) = scenario(&base, &base, "fenced", args.lease_ms).await?;
+            ok &= passed;
+            runs.push((title, history));
         }
         if args.only != Runs::Fenced {
-            println!("\n-- run 2: the same, storage without fencing (`fencing serve --role storage --no-fencing`) --");
+            let title = "run 2: the same, storage without fencing (`fencing serve --role storage --no-fencing`)";
+            println!("\n-- {title} --");
             let (naive, server) = serve(&dir.join("unfenced"), &["--role", "storage", "--no-fencing"]).await?;
             servers.push(server);
-            ok &= scenario(&base, &naive, "unfenced", args.lease_ms).await?;
+            let (passed, history) = scenario(&base, &naive, "unfenced", args.lease_ms).await?;
+            ok &= passed;
+            runs.push((title, history));
+        }
+        if let Some(report_dir) = &args.report {
+            let reports: Vec<_> = runs.iter().map(|(_, h)| check::check(h)).collect();
+            let runs: Vec<report::Run> = runs
+                .iter()
+                .zip(&reports)
+                .map(|((title, records), report)| report::Run { title: title.to_string(), records, report })
+                .collect();
+            let title = "fencing demo: a client paused past its lease (the GC-pause scenario)";
+            let path = report::write(report_dir, title, &runs)
+                .with_context(|| format!("write the report to {}", report_dir.display()))?;
+            println!("\ntimeline of both runs: {}", path.display());
         }
         Ok::<bool, anyhow::Error>(ok)
     });
@@ -132,9 +162,16 @@ async fn wait_up(base: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the story once; true when the outcome is the expected one for the mode.
-async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyhow::Result<bool> {
+/// Runs the story once: true when the outcome is the expected one for the
+/// mode, and the run as a history (the same records `fencing chaos` keeps).
+async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyhow::Result<(bool, Vec<Record>)> {
     let resource = format!("{RESOURCE}-{mode}");
+    let fencing = mode == "fenced";
+    let policy = "non_decreasing".to_string();
+    let mut history = vec![Record::Header(Header { seed: 0, fencing, policy, started_us: now_us() })];
+    let nemesis = |kind, detail: Option<String>| {
+        Record::Nemesis(NemesisEvent { at_us: now_us(), kind, target: "client-1".into(), detail })
+    };
     let exe = std::env::current_exe()?;
     let spawn = |name: &str, think: u64| -> anyhow::Result<Child> {
         Command::new(&exe)
@@ -152,6 +189,8 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
     let t1 = acquired["fencing_token"].as_u64().context("client 1 token")?;
     let pid = Pid::from_raw(c1.id() as i32);
     kill(pid, Signal::SIGSTOP).context("SIGSTOP client 1")?;
+    history.push(event_op("client-1", &resource, &acquired));
+    history.push(nemesis(NemesisKind::Pause, Some(format!("{}ms", lease_ms + 300))));
     println!("1. client-1 (pid {pid}) acquired the lock: fencing_token={t1}, lease {lease_ms} ms");
     println!("2. client-1 paused with SIGSTOP before its write (a stop-the-world pause)");
     tokio::time::sleep(Duration::from_millis(lease_ms + 300)).await;
@@ -162,6 +201,7 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
         out.stdout.lines().map_while(Result::ok).filter_map(|l| serde_json::from_str(&l).ok()).collect();
     let t2 = events.first().and_then(|e| e["fencing_token"].as_u64()).context("client 2 did not acquire")?;
     let w2 = events.get(1).cloned().unwrap_or(Value::Null);
+    history.extend(events.iter().map(|e| event_op("client-2", &resource, e)));
     println!("4. client-2 acquired the lock: fencing_token={t2}; its write: HTTP {} {}", w2["status"], w2["body"]);
     if w2["status"] == 404 {
         let _ = kill(pid, Signal::SIGKILL);
@@ -169,12 +209,20 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
         bail!("{storage} has no /v1/storage/write: this build of `fencing serve` lacks the storage engine");
     }
     kill(pid, Signal::SIGCONT).context("SIGCONT client 1")?;
+    history.push(nemesis(NemesisKind::Resume, None));
     println!("5. client-1 resumed with SIGCONT; it still believes it holds the lock and writes with token {t1}");
     let w1 = read_event(&mut c1_out)?;
     let _ = tokio::task::spawn_blocking(move || c1.wait()).await?;
+    history.push(event_op("client-1", &resource, &w1));
     println!("6. client-1's write: HTTP {} {}", w1["status"], w1["body"]);
+    let mut final_read =
+        Op { phase: Some(Phase::Final), file_path: Some(FILE.into()), ..new_op("reader", OpKind::Read, &resource) };
     let read = StorageClient::new(storage).read(&resource, FILE).await.context("read back the file")?;
     let data = read.bytes().unwrap_or_default();
+    final_read.end_us = now_us();
+    final_read.outcome = Outcome::Ok;
+    final_read.value = read.bytes().map(|b| String::from_utf8_lossy(&b).into_owned());
+    history.push(Record::Op(final_read));
     let data = String::from_utf8_lossy(&data).trim().to_string();
     println!("7. final contents of {FILE}: {data:?}");
     let c2_won = data.contains("client-2");
@@ -185,13 +233,35 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
         } else {
             println!("=> unexpected: the fenced storage did not reject the stale write");
         }
-        Ok(rejected && c2_won)
+        Ok((rejected && c2_won, history))
     } else {
         if !c2_won {
             println!("=> without fencing the stale write landed: client-2's update is silently lost (corruption).");
         }
-        Ok(!c2_won)
+        Ok((!c2_won, history))
     }
+}
+
+/// A demo client's event (`acquired` or `write`, with its start and end times) as a history operation.
+fn event_op(client: &str, resource: &str, e: &Value) -> Record {
+    let write = e["event"] == "write";
+    let mut op = new_op(client, if write { OpKind::Write } else { OpKind::Acquire }, resource);
+    op.start_us = e["start_us"].as_u64().unwrap_or(0);
+    op.end_us = e["end_us"].as_u64().unwrap_or(op.start_us);
+    op.token = e["fencing_token"].as_u64();
+    op.outcome = match e["status"].as_u64() {
+        None | Some(200..=299) => Outcome::Ok,
+        Some(409) => Outcome::Fail,
+        Some(_) => Outcome::Info,
+    };
+    if write {
+        op.file_path = Some(FILE.into());
+        op.mutation = Some(Mutation::Put);
+        op.value = e["data"].as_str().map(str::to_string);
+        op.reason = e["body"]["reason"].as_str().map(str::to_string);
+        op.high_water = e["body"]["high_water"].as_u64();
+    }
+    Record::Op(op)
 }
 
 fn read_event(out: &mut impl BufRead) -> anyhow::Result<Value> {
@@ -218,11 +288,16 @@ async fn client(
         wait_ms: Some(10_000),
         lock_token: None,
     };
+    let start_us = now_us();
     let grant = match LockClient::new(locks).acquire(&req).await? {
         Acquired::Granted(g) => g,
         Acquired::Refused(r) => bail!("lock refused: {r:?}"),
     };
-    println!("{}", json!({"event": "acquired", "fencing_token": grant.fencing_token}));
+    let end_us = now_us();
+    println!(
+        "{}",
+        json!({"event": "acquired", "fencing_token": grant.fencing_token, "start_us": start_us, "end_us": end_us})
+    );
     // The token was read; the write is on its way. A pause here is invisible to this process.
     tokio::time::sleep(Duration::from_millis(think_ms)).await;
     let data = format!("order-total=... written by {name} with token {}\n", grant.fencing_token);
@@ -235,7 +310,12 @@ async fn client(
         lock_id: None,
         sequence: None,
     };
+    let start_us = now_us();
     let answer = StorageClient::new(&storage).write(&write).await?;
-    println!("{}", json!({"event": "write", "status": answer.status, "body": answer.body}));
+    let end_us = now_us();
+    let token = grant.fencing_token;
+    let event = json!({"event": "write", "fencing_token": token, "data": data, "status": answer.status,
+        "body": answer.body, "start_us": start_us, "end_us": end_us});
+    println!("{event}");
     Ok(ExitCode::SUCCESS)
 }

@@ -53,16 +53,22 @@ fn trace_lines<'a>(file: &File<'a>, read: &Op, resource: &str, report: Option<&m
     let mut problems = vec![];
     for line in read.value.as_deref().unwrap_or("").lines().filter(|l| !l.is_empty()) {
         match file.by_value.get(line) {
-            None => problems.push(("unknown_data", format!("line {line:?} was written by no write"))),
+            None => problems.push(("unknown_data", None, format!("line {line:?} was written by no write"))),
             Some(w) if w.outcome == Outcome::Fail => {
-                problems.push(("rejected_write_visible", format!("rejected write {} is stored", describe(w))))
+                problems.push(("rejected_write_visible", Some(*w), format!("rejected write {} is stored", describe(w))))
             }
             Some(w) => traced.push((*w, line.to_string())),
         }
     }
     if let Some(report) = report {
-        for (kind, msg) in problems {
-            report.violate(kind, resource, format!("{msg} (read by {} at {}us)", read.client, read.start_us));
+        for (kind, write, msg) in problems {
+            let evidence: Vec<&Op> = write.into_iter().chain([read]).collect();
+            report.violate(
+                kind,
+                resource,
+                &evidence,
+                format!("{msg} (read by {} at {}us)", read.client, read.start_us),
+            );
         }
     }
     traced
@@ -87,6 +93,7 @@ pub fn check_reads(ops: &[&Op], fencing: bool, report: &mut Report) {
                 report.violate(
                     "high_water_regressed",
                     resource,
+                    &[w, read],
                     format!(
                         "read at {}us shows high-water {high_water} below acknowledged {}",
                         read.start_us,
@@ -107,6 +114,7 @@ pub fn check_reads(ops: &[&Op], fencing: bool, report: &mut Report) {
                     report.violate(
                         "lost_write",
                         resource,
+                        &[w, read],
                         format!("acknowledged {} missing from read at {}us", describe(w), read.start_us),
                     );
                 }
@@ -115,11 +123,14 @@ pub fn check_reads(ops: &[&Op], fencing: bool, report: &mut Report) {
         }
         let last = before.max_by_key(|w| (admission_key(w), w.start_us));
         match (&read.value, last) {
-            (Some(v), last) => match file.by_value.get(v.as_str()) {
-                None => report.violate("unknown_data", resource, format!("value {v:?} was written by no write")),
+            (Some(v), last) => match file.by_value.get(v.trim_end_matches('\n')) {
+                None => {
+                    report.violate("unknown_data", resource, &[read], format!("value {v:?} was written by no write"))
+                }
                 Some(w) if w.outcome == Outcome::Fail => report.violate(
                     "rejected_write_visible",
                     resource,
+                    &[w, read],
                     format!("rejected write {} is stored", describe(w)),
                 ),
                 Some(w) => {
@@ -127,6 +138,7 @@ pub fn check_reads(ops: &[&Op], fencing: bool, report: &mut Report) {
                         report.violate(
                             "lost_write",
                             resource,
+                            &[last, w, read],
                             format!(
                                 "read at {}us shows {} over acknowledged {}",
                                 read.start_us,
@@ -148,6 +160,7 @@ pub fn check_reads(ops: &[&Op], fencing: bool, report: &mut Report) {
                     report.violate(
                         "lost_write",
                         resource,
+                        &[last, read],
                         format!("read at {}us finds nothing after acknowledged {}", read.start_us, describe(last)),
                     );
                 }
@@ -178,6 +191,7 @@ pub fn check_final(ops: &[&Op], report: &mut Report) {
                     report.violate(
                         "final_state_mismatch",
                         resource,
+                        &[*a, *b, read],
                         format!("{}: {} stored after {}, not in admission order", key.1, describe(b), describe(a)),
                     );
                 }
@@ -194,9 +208,11 @@ pub fn check_final(ops: &[&Op], report: &mut Report) {
         }
         if !allowed.contains(&read.value.as_deref()) {
             let expected = last_ok.map(|i| describe(replay[i])).unwrap_or_else(|| "absent".into());
+            let evidence: Vec<&Op> = last_ok.map(|i| replay[i]).into_iter().chain([read]).collect();
             report.violate(
                 "final_state_mismatch",
                 resource,
+                &evidence,
                 format!("{}: final value {:?}, replay gives {expected}", key.1, read.value),
             );
         }

@@ -44,6 +44,22 @@ pub struct Violation {
     pub kind: &'static str,
     pub resource: String,
     pub message: String,
+    /// The operations that are the evidence, so a report can point at them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<OpRef>,
+}
+
+/// Names one operation of a history: a client's request that began at `start_us`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct OpRef {
+    pub client: String,
+    pub start_us: u64,
+}
+
+impl OpRef {
+    pub fn of(op: &Op) -> OpRef {
+        OpRef { client: op.client.clone(), start_us: op.start_us }
+    }
 }
 
 /// The one-line summary printed last.
@@ -79,12 +95,13 @@ impl Report {
     }
 
     /// Records a violation, keeping its description if its kind has room.
-    pub fn violate(&mut self, kind: &'static str, resource: &str, message: String) {
+    pub fn violate(&mut self, kind: &'static str, resource: &str, evidence: &[&Op], message: String) {
         let count = self.summary.violation_kinds.entry(kind.to_string()).or_insert(0);
         *count += 1;
         self.summary.violations += 1;
         if *count as usize <= EXAMPLES_PER_KIND {
-            self.violations.push(Violation { kind, resource: resource.to_string(), message });
+            let ops = evidence.iter().map(|op| OpRef::of(op)).collect();
+            self.violations.push(Violation { kind, resource: resource.to_string(), message, ops });
         }
     }
 }

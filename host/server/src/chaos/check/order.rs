@@ -59,18 +59,21 @@ pub fn check_writes(ops: &[&Op], strict: bool, report: &mut Report) {
                 report.violate(
                     "stale_admitted",
                     &resource,
+                    &[prev, op],
                     format!("write by {} admitted after write by {} was acknowledged", describe(op), describe(prev)),
                 );
             } else if token == high && strict {
                 report.violate(
                     "token_reused",
                     &resource,
+                    &[prev, op],
                     format!("strict policy: {} admitted after {}", describe(op), describe(prev)),
                 );
             } else if token == high && op.sequence.is_some() && prev.sequence.is_some() && seq <= last_seq {
                 report.violate(
                     "sequence_regressed",
                     &resource,
+                    &[prev, op],
                     format!("{} admitted after {} was acknowledged", describe(op), describe(prev)),
                 );
             }
@@ -88,6 +91,7 @@ pub fn check_lock_tokens(ops: &[&Op], report: &mut Report) {
                 report.violate(
                     "duplicate_lock_token",
                     &lock,
+                    &[first, op],
                     format!("token {token} granted to {} and to {}", describe(first), describe(op)),
                 );
             }
@@ -102,6 +106,7 @@ pub fn check_lock_tokens(ops: &[&Op], report: &mut Report) {
                     report.violate(
                         "lock_token_regressed",
                         &lock,
+                        &[prev, op],
                         format!("{} granted after {} was granted", describe(op), describe(prev)),
                     );
                 }

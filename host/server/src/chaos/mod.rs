@@ -10,6 +10,7 @@
 //! - [`proxy`]: the loopback TCP proxy that delays or drops client requests.
 //! - [`servers`]: the lock service and storage server as restartable child processes.
 //! - [`nemesis`]: the fault schedule (SIGSTOP/SIGCONT clients, SIGKILL servers, proxy faults).
+//! - [`netns`]: network namespaces joined by a bridge, and partitions between them (nftables).
 //! - [`report`]: the `timeline.html` page drawn from a history.
 //! - [`campaign`]: spawns servers and clients, runs the nemesis, merges and checks the history.
 
@@ -18,6 +19,7 @@ pub mod check;
 pub mod client;
 pub mod history;
 pub mod nemesis;
+pub mod netns;
 pub mod proxy;
 pub mod report;
 pub mod servers;

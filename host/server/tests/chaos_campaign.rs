@@ -60,7 +60,7 @@ async fn run(fencing: bool, seed: u64) -> fencing_host::chaos::check::Report {
         // The fenced run also exercises authentication: servers demand the token, clients send it.
         auth: fencing,
     };
-    let report = campaign::run(&cfg).await.unwrap();
+    let report = campaign::run(&cfg).await.unwrap().report;
     // The merged history on disk checks the same as the report.
     let again = fencing_host::chaos::check::check(&read_history(&cfg.history).unwrap());
     assert_eq!(again.summary, report.summary);

@@ -154,12 +154,9 @@ pub fn can_carry(db: &Connection, table: &str, resource: &str) -> Result<bool> {
 /// carriers are cleared and the marks stay as last written). Returns the
 /// number of fence rows changed.
 pub fn fold(db: &Connection, table: &str, exists: bool) -> Result<usize> {
-    let Some((res, tok, _)) = registered(db, table)? else {
+    let Some((res, tok, _)) = registered(db, table)?.filter(|_| exists) else {
         return db.execute("UPDATE fencing_fences SET carrier = NULL WHERE carrier = ?1", [table]);
     };
-    if !exists {
-        return db.execute("UPDATE fencing_fences SET carrier = NULL WHERE carrier = ?1", [table]);
-    }
     let carried = format!(
         "(SELECT {tok} FROM {t} WHERE {res} = fencing_fences.resource AND typeof({tok}) = 'integer' AND {tok} >= 0)",
         tok = ident(&tok),

@@ -108,10 +108,15 @@ pub fn policy(name: Option<&str>) -> Result<Policy> {
 
 /// The decider of this connection: its plugin, else the process's embedded guard.
 fn decider(s: &Session) -> Result<Arc<Decider>> {
-    if let Some(plugin) = &s.lock().plugin {
-        return Ok(plugin.clone());
+    or_embedded(s.lock().plugin.clone())
+}
+
+/// `plugin`, else the process's embedded guard.
+fn or_embedded(plugin: Option<Arc<Decider>>) -> Result<Arc<Decider>> {
+    match plugin {
+        Some(p) => Ok(p),
+        None => embedded().map_err(|why| fail(format!("fencing: guard_unavailable: {why}"))),
     }
-    embedded().map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))
 }
 
 fn admit(ctx: &Context<'_>, s: &Session) -> Result<String> {
@@ -254,11 +259,7 @@ fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     };
     let row_token = int(ctx, 11, "row token")?;
     let presented = Sequencer { lock, token, sequence };
-    let decider = match plugin {
-        Some(p) => p,
-        None => embedded().map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?,
-    };
-    let decision = decider.decide(current.as_ref(), &presented, policy).map_err(|why| {
+    let decision = or_embedded(plugin)?.decide(current.as_ref(), &presented, policy).map_err(|why| {
         fail(format!(
             "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
             at(&presented.lock)

@@ -128,8 +128,14 @@ fn fxhash(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
-/// Runs the campaign and returns the checker's report on its history.
-pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Report> {
+/// A finished campaign: its merged history (as written to `history`) and the checker's report on it.
+pub struct Finished {
+    pub records: Vec<Record>,
+    pub report: Report,
+}
+
+/// Runs the campaign and checks its history.
+pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
@@ -194,7 +200,8 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Report> {
     }
     records.sort_by_key(|r| (!matches!(r, Record::Header(_)), r.time_us()));
     write_merged(&cfg.history, &records)?;
-    Ok(check::check(&records))
+    let report = check::check(&records);
+    Ok(Finished { records, report })
 }
 
 fn write_merged(path: &Path, records: &[Record]) -> anyhow::Result<()> {

@@ -189,9 +189,8 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         exe: std::env::current_exe().context("locate the fencing binary")?,
         auth: a.auth,
     };
-    let report = runtime()?.block_on(campaign::run(&cfg))?;
+    let campaign::Finished { records, report } = runtime()?.block_on(campaign::run(&cfg))?;
     if let Some(dir) = &a.report {
-        let records = read_history(&cfg.history).context("read the merged history back")?;
         write_page(dir, &cfg.history, &records, &report)?;
     }
     if remove_after && report.is_valid() == cfg.fencing && !cfg.history.starts_with(&cfg.work_dir) {

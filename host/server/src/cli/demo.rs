@@ -218,10 +218,11 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
     let mut final_read =
         Op { phase: Some(Phase::Final), file_path: Some(FILE.into()), ..new_op("reader", OpKind::Read, &resource) };
     let read = StorageClient::new(storage).read(&resource, FILE).await.context("read back the file")?;
-    let data = read.bytes().unwrap_or_default();
+    let bytes = read.bytes();
     final_read.end_us = now_us();
     final_read.outcome = Outcome::Ok;
-    final_read.value = read.bytes().map(|b| String::from_utf8_lossy(&b).into_owned());
+    final_read.value = bytes.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+    let data = bytes.unwrap_or_default();
     history.push(Record::Op(final_read));
     let data = String::from_utf8_lossy(&data).trim().to_string();
     println!("7. final contents of {FILE}: {data:?}");

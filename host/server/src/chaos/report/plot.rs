@@ -160,27 +160,10 @@ pub fn draw(out: &mut String, ops: &[&Op], windows: &[Window], t0_us: u64, end_u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::history::Op;
+    use crate::chaos::client::new_op;
 
     fn op(kind: OpKind, start_us: u64, end_us: u64, outcome: Outcome) -> Op {
-        Op {
-            client: "c0".into(),
-            op: kind,
-            resource: "r".into(),
-            lock: None,
-            token: Some(1),
-            sequence: None,
-            lock_token: None,
-            file_path: None,
-            mutation: None,
-            value: None,
-            phase: None,
-            start_us,
-            end_us,
-            outcome,
-            reason: None,
-            high_water: None,
-        }
+        Op { token: Some(1), start_us, end_us, outcome, ..new_op("c0", kind, "r") }
     }
 
     #[test]

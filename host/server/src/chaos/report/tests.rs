@@ -1,5 +1,6 @@
 use super::*;
 use crate::chaos::check;
+use crate::chaos::client::new_op;
 use crate::chaos::history::{Header, NemesisEvent, NemesisKind, OpKind, Phase, RestartEvent};
 use crate::storage::Mutation;
 
@@ -7,22 +8,15 @@ const T0: u64 = 1_700_000_000_000_000;
 
 fn op(client: &str, kind: OpKind, token: u64, at_ms: u64, ms: u64, outcome: Outcome) -> Record {
     Record::Op(Op {
-        client: client.into(),
-        op: kind,
-        resource: "r".into(),
-        lock: None,
         token: Some(token),
-        sequence: None,
-        lock_token: None,
         file_path: (kind == OpKind::Write).then(|| "value".to_string()),
         mutation: (kind == OpKind::Write).then_some(Mutation::Put),
         value: (kind == OpKind::Write).then(|| format!("{client}/{token}")),
-        phase: None,
         start_us: T0 + at_ms * 1000,
         end_us: T0 + (at_ms + ms) * 1000,
         outcome,
         reason: (outcome == Outcome::Fail).then(|| "stale_token".to_string()),
-        high_water: None,
+        ..new_op(client, kind, "r")
     })
 }
 

@@ -21,7 +21,7 @@ mod telemetry;
 mod validate;
 mod wal;
 
-pub use self::postgres::{PgGuard, PostgresEngine};
+pub use self::postgres::{POOL_SIZE as POSTGRES_POOL_SIZE, PgGuard, PostgresEngine};
 pub use self::redb::{RedbEngine, StoreOptions};
 pub use self::redb_open::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
 pub use service::StorageService;

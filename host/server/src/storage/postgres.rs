@@ -13,6 +13,10 @@
 //! Writes to different resources lock different rows and run in parallel on
 //! the pool's connections; PostgreSQL's own WAL flush gives durability.
 //!
+//! A pooled connection found closed (the database restarted, or killed the
+//! backend) is replaced by a fresh one before its next statement, so a
+//! database restart costs the requests that were in flight, never the server.
+//!
 //! Tokens and sequences are `u64` stored bit-for-bit in `BIGINT`; SQL never
 //! compares them (the guard does), so values above `i64::MAX` round-trip intact.
 //!
@@ -28,7 +32,7 @@ use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::{Client, NoTls};
 
 /// Connections opened by [`PostgresEngine::connect`].
@@ -62,6 +66,7 @@ pub enum PgGuard {
 
 /// A fenced store on PostgreSQL, with a fixed pool of connections.
 pub struct PostgresEngine {
+    url: String,
     pool: Vec<Mutex<Client>>,
     next: AtomicUsize,
     guard: PgGuard,
@@ -77,6 +82,17 @@ fn pg(e: tokio_postgres::Error) -> StorageError {
     StorageError::Backend(format!("postgres: {e}"))
 }
 
+/// Opens one connection and drives it on the runtime.
+async fn open(url: &str) -> Result<Client, StorageError> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "postgres connection closed");
+        }
+    });
+    Ok(client)
+}
+
 fn to_fence(lock: Option<String>, token: i64, sequence: Option<i64>) -> Option<Fence> {
     lock.map(|lock| Fence { lock, high_water: token as u64, sequence: sequence.map(|s| s as u64) })
 }
@@ -87,13 +103,7 @@ impl PostgresEngine {
     pub async fn connect(url: &str, guard: PgGuard, policy: Policy) -> Result<PostgresEngine, StorageError> {
         let mut pool = Vec::with_capacity(POOL_SIZE);
         for _ in 0..POOL_SIZE {
-            let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::error!(error = %e, "postgres connection closed");
-                }
-            });
-            pool.push(Mutex::new(client));
+            pool.push(Mutex::new(open(url).await?));
         }
         pool[0].lock().await.batch_execute(SCHEMA).await.map_err(pg)?;
         match guard {
@@ -105,7 +115,14 @@ impl PostgresEngine {
                 pool[0].lock().await.batch_execute(pg_extension::ADOPT_EXTENSION_FENCES).await.map_err(pg)?;
             }
         }
-        Ok(PostgresEngine { pool, next: AtomicUsize::new(0), guard, policy, max_advance: u64::MAX })
+        Ok(PostgresEngine {
+            url: url.to_string(),
+            pool,
+            next: AtomicUsize::new(0),
+            guard,
+            policy,
+            max_advance: u64::MAX,
+        })
     }
 
     /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
@@ -114,12 +131,18 @@ impl PostgresEngine {
         self
     }
 
-    fn client(&self) -> &Mutex<Client> {
-        &self.pool[self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len()]
+    /// The next pooled connection, reopened first if it was closed.
+    async fn client(&self) -> Result<MutexGuard<'_, Client>, StorageError> {
+        let mut client = self.pool[self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len()].lock().await;
+        if client.is_closed() {
+            *client = open(&self.url).await?;
+            tracing::info!("reopened a closed postgres connection");
+        }
+        Ok(client)
     }
 
     async fn write_inner(&self, req: ValidWrite) -> Result<WriteOutcome, StorageError> {
-        let mut client = self.client().lock().await;
+        let mut client = self.client().await?;
         let txn = client.transaction().await.map_err(pg)?;
         let rid = req.resource_id.as_str();
         let decided = match &self.guard {
@@ -263,7 +286,7 @@ impl Engine for PostgresEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             super::validate_file_path(file_path)?;
-            let client = self.client().lock().await;
+            let client = self.client().await?;
             // One statement, one snapshot: the object and the fence agree.
             let sql = format!(
                 "SELECT r.lock, COALESCE(r.high_water, 0), r.seq,
@@ -280,7 +303,7 @@ impl Engine for PostgresEngine {
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
-            let client = self.client().lock().await;
+            let client = self.client().await?;
             let sql = format!("SELECT * FROM ({}) r(lock, high_water, seq, id) WHERE r.id = $1", self.fences());
             let row = client.query_opt(&sql, &[&resource_id]).await.map_err(pg)?;
             Ok(row.and_then(|r| to_fence(r.get(0), r.get(1), r.get(2))))
@@ -295,7 +318,7 @@ impl Engine for PostgresEngine {
     ) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
-            let mut client = self.client().lock().await;
+            let mut client = self.client().await?;
             let txn = client.transaction().await.map_err(pg)?;
             let before = match self.guard {
                 PgGuard::Host(_) => reset_here(&txn, resource_id, to.as_ref()).await?,

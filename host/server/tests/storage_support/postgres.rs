@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 pub struct Postgres {
     child: Child,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    run_as: Option<String>,
+    port: u16,
     pub url: String,
 }
 
@@ -53,26 +55,47 @@ impl Postgres {
             .unwrap();
         assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
         let port = super::server::free_port();
-        let child = command(&run_as, bin("postgres"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
         let url = format!("host=127.0.0.1 port={port} user=fencing dbname=postgres");
+        let child = spawn(&run_as, dir.path(), port);
+        let pg = Postgres { child, dir, run_as, port, url };
+        pg.wait_ready().await;
+        pg
+    }
+
+    async fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if tokio_postgres::connect(&url, tokio_postgres::NoTls).await.is_ok() {
+            if tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await.is_ok() {
                 break;
             }
-            assert!(Instant::now() < deadline, "postgres did not start on port {port}");
+            assert!(Instant::now() < deadline, "postgres did not start on port {}", self.port);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Postgres { child, _dir: dir, url }
     }
+
+    /// Crashes the server (SIGQUIT to the postmaster: every backend is killed,
+    /// nothing is checkpointed) and starts it again on the same data and port,
+    /// so it runs crash recovery.
+    pub async fn crash_and_restart(&mut self) {
+        let pidfile = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid")).unwrap();
+        let pid: i32 = pidfile.lines().next().unwrap().trim().parse().unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGQUIT).unwrap();
+        self.child.wait().unwrap();
+        self.child = spawn(&self.run_as, self.dir.path(), self.port);
+        self.wait_ready().await;
+    }
+}
+
+fn spawn(run_as: &Option<String>, dir: &std::path::Path, port: u16) -> Child {
+    command(run_as, bin("postgres"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Postgres {

@@ -89,18 +89,21 @@ pub async fn read_all(
     Ok(())
 }
 
-fn spawn_client(
+/// Starts client `id` with `cmd` (this binary, or a wrapper that runs it
+/// elsewhere, e.g. in a network namespace) against the given lock service
+/// and storage URLs.
+pub(super) fn spawn_client(
+    mut cmd: Command,
     cfg: &CampaignConfig,
     id: &str,
-    locks: &Proxy,
-    storage: &Proxy,
+    locks_url: &str,
+    storage_url: &str,
     until_us: u64,
 ) -> anyhow::Result<Child> {
     let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
     let log = std::fs::OpenOptions::new().create(true).append(true).open(cfg.work_dir.join(format!("{id}.log")))?;
-    Command::new(&cfg.exe)
-        .args(["chaos", "client", "--id", id])
-        .args(["--locks", &format!("http://{}", locks.addr), "--storage", &format!("http://{}", storage.addr)])
+    cmd.args(["chaos", "client", "--id", id])
+        .args(["--locks", locks_url, "--storage", storage_url])
         .args(["--resources", &resources.join(",")])
         .args(["--seed", &(cfg.seed ^ fxhash(id)).to_string(), "--until-us", &until_us.to_string()])
         .args(["--lease-ms", &format!("{}-{}", cfg.lease_ms.0, cfg.lease_ms.1)])
@@ -120,7 +123,7 @@ fn spawn_client(
         .context("spawn a client process")
 }
 
-fn auth_token_path(cfg: &CampaignConfig) -> PathBuf {
+pub(super) fn auth_token_path(cfg: &CampaignConfig) -> PathBuf {
     cfg.work_dir.join("auth-token")
 }
 
@@ -139,17 +142,8 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
-    let own = HistoryWriter::create(&cfg.work_dir.join("campaign.jsonl"))?;
-    let started_us = now_us();
-    let policy = "non_decreasing".to_string();
-    own.write(&Record::Header(Header { seed: cfg.seed, fencing: cfg.fencing, policy, started_us }))?;
-
-    let mut auth_args = vec![];
-    if cfg.auth {
-        let path = auth_token_path(cfg);
-        std::fs::write(&path, format!("{:032x}\n", rand::random::<u128>())).context("write the auth token file")?;
-        auth_args = vec!["--auth-token-file".to_string(), path.display().to_string()];
-    }
+    let own = open_history(cfg)?;
+    let auth_args = auth_args(cfg)?;
     let mut extra = auth_args.clone();
     if !cfg.fencing {
         extra.push("--no-fencing".to_string());
@@ -167,7 +161,9 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     let ids: Vec<String> = (0..cfg.clients).map(|i| format!("c{i}")).collect();
     let mut children = vec![];
     for id in &ids {
-        children.push(spawn_client(cfg, id, &locks_proxy, &storage_proxy, until_us)?);
+        let (locks_url, storage_url) =
+            (format!("http://{}", locks_proxy.addr), format!("http://{}", storage_proxy.addr));
+        children.push(spawn_client(Command::new(&cfg.exe), cfg, id, &locks_url, &storage_url, until_us)?);
     }
     let targets = Targets {
         storage: &mut storage,
@@ -179,23 +175,49 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     let readback = || read_all(&storage_url, &resources, Phase::AfterRestart, &own);
     let fault_result = nemesis::run(targets, &mut rng, &own, deadline, readback).await;
 
-    // Clients stop at the deadline; one still inside a request gets its timeouts' worth.
+    wait_clients(&mut children).await;
+    fault_result?;
+    read_all(&storage_url, &resources, Phase::Final, &own).await?;
+    storage.stop();
+    locks.stop();
+    drop(own);
+    merge_and_check(cfg, &ids)
+}
+
+/// Creates the campaign's own history file and writes the header.
+pub(super) fn open_history(cfg: &CampaignConfig) -> anyhow::Result<HistoryWriter> {
+    let own = HistoryWriter::create(&cfg.work_dir.join("campaign.jsonl"))?;
+    let policy = "non_decreasing".to_string();
+    own.write(&Record::Header(Header { seed: cfg.seed, fencing: cfg.fencing, policy, started_us: now_us() }))?;
+    Ok(own)
+}
+
+/// With `cfg.auth`, writes a fresh random token file and returns the servers' arguments for it.
+pub(super) fn auth_args(cfg: &CampaignConfig) -> anyhow::Result<Vec<String>> {
+    if !cfg.auth {
+        return Ok(vec![]);
+    }
+    let path = auth_token_path(cfg);
+    std::fs::write(&path, format!("{:032x}\n", rand::random::<u128>())).context("write the auth token file")?;
+    Ok(vec!["--auth-token-file".to_string(), path.display().to_string()])
+}
+
+/// Clients stop at the deadline; one still inside a request gets its timeouts' worth, then is killed.
+pub(super) async fn wait_clients(children: &mut [Child]) {
     let grace = Instant::now() + Duration::from_secs(15);
-    for child in &mut children {
+    for child in children {
         while Instant::now() < grace && matches!(child.try_wait(), Ok(None)) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let _ = child.kill();
         let _ = child.wait();
     }
-    fault_result?;
-    read_all(&storage_url, &resources, Phase::Final, &own).await?;
-    storage.stop();
-    locks.stop();
-    drop(own);
+}
 
+/// Merges the campaign's and the clients' histories into `cfg.history`, ordered by time, and checks them.
+pub(super) fn merge_and_check(cfg: &CampaignConfig, ids: &[String]) -> anyhow::Result<Finished> {
     let mut records = read_history(&cfg.work_dir.join("campaign.jsonl"))?;
-    for id in &ids {
+    for id in ids {
         records.extend(read_history(&cfg.work_dir.join(format!("{id}.jsonl")))?);
     }
     records.sort_by_key(|r| (!matches!(r, Record::Header(_)), r.time_us()));

@@ -122,14 +122,16 @@ pub enum NemesisKind {
     Pause,
     /// SIGCONT a paused client.
     Resume,
-    /// SIGKILL a server.
+    /// SIGKILL a server (detail `leader` or `follower` for an etcd member).
     Kill,
     /// The proxy delays requests.
     Delay,
     /// The proxy drops connections.
     Drop,
-    /// The proxy forwards faithfully again.
+    /// The proxy forwards faithfully again, or every network partition is removed (target `net`).
     Heal,
+    /// Nodes cut off from each other (target `net`; the detail names the sides).
+    Partition,
 }
 
 /// A fault injected or healed.
@@ -147,7 +149,8 @@ pub struct NemesisEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestartEvent {
     pub at_us: u64,
-    /// `storage` or `locks`.
+    /// `storage` or `locks`; in the distributed campaign an etcd member (`e1`..),
+    /// `postgres` or a fencing server (`s1`..).
     pub server: String,
 }
 

@@ -13,10 +13,13 @@
 //! - [`netns`]: network namespaces joined by a bridge, and partitions between them (nftables).
 //! - [`report`]: the `timeline.html` page drawn from a history.
 //! - [`campaign`]: spawns servers and clients, runs the nemesis, merges and checks the history.
+//! - [`cluster`]: the distributed campaign: etcd, PostgreSQL, fencing servers and
+//!   clients in network namespaces, with partitions and kills of each.
 
 pub mod campaign;
 pub mod check;
 pub mod client;
+pub mod cluster;
 pub mod history;
 pub mod nemesis;
 pub mod netns;

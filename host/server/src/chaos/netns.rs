@@ -5,6 +5,10 @@
 //! touched. Every net has its own hub, so nets of concurrent runs may use the
 //! same addresses.
 //!
+//! The bridge itself has an address ([`HUB_IP`]): a thread that enters the
+//! hub ([`Net::enter_hub`]) reaches every node and is never cut off, which is
+//! where the campaign watches and reads from.
+//!
 //! A partition is an nftables table in each affected node's namespace that
 //! drops traffic to and from the nodes on the other side (both directions,
 //! both ends); a heal removes those tables. Needs root, `ip` (iproute2) and
@@ -23,6 +27,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Every namespace this module makes starts with this.
 const PREFIX: &str = "fencing-";
 
+/// Nodes are 10.231.0.11 to 10.231.0.254.
+pub const MAX_NODES: usize = 244;
+
+/// The bridge's address in the hub namespace; partitions never name it.
+pub const HUB_IP: Ipv4Addr = Ipv4Addr::new(10, 231, 0, 1);
+
 /// Why a net could not be built or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
@@ -30,8 +40,12 @@ pub enum NetError {
     NotRoot,
     #[error("`{command}` failed: {stderr}")]
     Command { command: String, stderr: String },
+    #[error("a net holds at most {MAX_NODES} nodes, not {0}")]
+    TooManyNodes(usize),
     #[error("no node named {0}")]
     UnknownNode(String),
+    #[error("enter the hub namespace {ns}: {error}")]
+    Enter { ns: String, error: String },
 }
 
 /// One node: its name, namespace and address.
@@ -74,11 +88,14 @@ fn namespaces() -> Vec<String> {
     String::from_utf8_lossy(&out).lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
 }
 
-fn kill_all_in(ns: &str) {
+/// SIGKILLs every process in `ns`; returns their pids.
+fn kill_all_in(ns: &str) -> Vec<i32> {
     let out = Command::new("ip").args(["netns", "pids", ns]).output().map(|o| o.stdout).unwrap_or_default();
-    for pid in String::from_utf8_lossy(&out).split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+    let pids: Vec<i32> = String::from_utf8_lossy(&out).split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    for &pid in &pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
+    pids
 }
 
 fn delete(ns: &str) {
@@ -105,12 +122,17 @@ impl Net {
         if !nix::unistd::geteuid().is_root() {
             return Err(NetError::NotRoot);
         }
+        if names.len() > MAX_NODES {
+            return Err(NetError::TooManyNodes(names.len()));
+        }
         let id = format!("{PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let mut net = Net { hub: format!("{id}-hub"), nodes: vec![] };
         // From here on, dropping `net` removes whatever was made.
         run(&["ip", "netns", "add", &net.hub], None)?;
         run(&["ip", "-n", &net.hub, "link", "add", "br0", "type", "bridge"], None)?;
         run(&["ip", "-n", &net.hub, "link", "set", "br0", "up"], None)?;
+        run(&["ip", "-n", &net.hub, "addr", "add", &format!("{HUB_IP}/24"), "dev", "br0"], None)?;
+        run(&["ip", "-n", &net.hub, "link", "set", "lo", "up"], None)?;
         for (i, name) in names.iter().enumerate() {
             let node = Node {
                 name: name.to_string(),
@@ -141,6 +163,30 @@ impl Net {
 
     pub fn node(&self, name: &str) -> Result<&Node, NetError> {
         self.nodes.iter().find(|n| n.name == name).ok_or_else(|| NetError::UnknownNode(name.into()))
+    }
+
+    /// Moves the calling thread into the hub namespace: sockets it opens from
+    /// then on (and processes it spawns, and threads it starts) reach every node
+    /// over the bridge, whatever partitions are in place.
+    pub fn enter_hub(&self) -> Result<(), NetError> {
+        let err = |error: String| NetError::Enter { ns: self.hub.clone(), error };
+        let file = std::fs::File::open(format!("/var/run/netns/{}", self.hub)).map_err(|e| err(e.to_string()))?;
+        nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| err(e.to_string()))
+    }
+
+    /// SIGKILLs every process running in the node's namespace (a crash of the
+    /// machine it stands for) and waits up to `wait` until they are gone, reaped
+    /// by their parents: a server that checks whether its predecessor still
+    /// runs (PostgreSQL's `postmaster.pid`) would take an unreaped one for alive.
+    pub fn kill_all(&self, name: &str, wait: std::time::Duration) -> Result<(), NetError> {
+        let pids = kill_all_in(&self.node(name)?.ns);
+        let deadline = std::time::Instant::now() + wait;
+        while pids.iter().any(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// A command that runs `program` inside the node's namespace.

@@ -8,6 +8,7 @@
 use crate::chaos::campaign::{self, CampaignConfig};
 use crate::chaos::check::{self, Report};
 use crate::chaos::client::{self, ClientConfig};
+use crate::chaos::cluster;
 use crate::chaos::history::{Record, read_history};
 use crate::chaos::report;
 use anyhow::Context;
@@ -39,8 +40,25 @@ enum ChaosCommand {
     Client(ClientArgs),
 }
 
+/// What the campaign runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Topology {
+    /// One lock service (embedded) and one storage server (redb) on 127.0.0.1,
+    /// behind fault proxies: pauses, kills, delays and dropped connections.
+    Local,
+    /// A 3-member etcd cluster, PostgreSQL 15 and 3 `fencing serve --store postgres
+    /// --locks etcd` servers, each process in a network namespace of its own (needs
+    /// root, iproute2, nftables, etcd and PostgreSQL 15): network partitions and
+    /// kill -9 of the etcd leader, a follower, PostgreSQL and servers, besides pauses.
+    /// The PostgreSQL extension decides when installed, the servers otherwise.
+    Cluster,
+}
+
 #[derive(Debug, Args)]
 struct RunArgs {
+    /// Where the servers run.
+    #[arg(long, value_enum, default_value = "local")]
+    topology: Topology,
     /// How long faults are injected, in seconds.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
@@ -56,9 +74,10 @@ struct RunArgs {
     /// Number of resources (each with its own lock) the clients contend for.
     #[arg(long, default_value_t = 2)]
     resources: usize,
-    /// Client lease durations, `MIN-MAX` milliseconds.
-    #[arg(long, default_value = "200-800", value_parser = parse_range)]
-    lease_ms: (u64, u64),
+    /// Client lease durations, `MIN-MAX` milliseconds [default: 200-800 local, 1000-3000 cluster,
+    /// where etcd rounds leases up to whole seconds, at least two].
+    #[arg(long, value_parser = parse_range)]
+    lease_ms: Option<(u64, u64)>,
     /// Work directory for server data, logs and per-client histories (default: a fresh temporary one).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -161,6 +180,14 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.clients == 0 || a.resources == 0 || a.seconds == 0 {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
+    if a.topology == Topology::Cluster {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(super::usage("--topology cluster needs root (it makes network namespaces)"));
+        }
+        if a.clients > cluster::MAX_CLIENTS {
+            return Err(super::usage(format!("--topology cluster runs at most {} clients", cluster::MAX_CLIENTS)));
+        }
+    }
     let seed = a.seed.unwrap_or_else(crate::chaos::history::now_us);
     // A fresh directory unless one is given; removed after an expected outcome if the history lives elsewhere.
     let (work_dir, remove_after) = match a.dir {
@@ -168,8 +195,13 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         None => (std::env::temp_dir().join(format!("fencing-chaos-{seed}-{}", std::process::id())), true),
     };
     let history = a.history.unwrap_or_else(|| work_dir.join("history.jsonl"));
+    let lease_ms = a.lease_ms.unwrap_or(match a.topology {
+        Topology::Local => (200, 800),
+        Topology::Cluster => (1000, 3000),
+    });
     eprintln!(
-        "chaos: seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, history {}",
+        "chaos: {} topology, seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, history {}",
+        format!("{:?}", a.topology).to_lowercase(),
         a.seconds,
         a.clients,
         a.resources,
@@ -183,13 +215,16 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         fencing: !a.no_fencing,
         clients: a.clients,
         resources: a.resources,
-        lease_ms: a.lease_ms,
+        lease_ms,
         work_dir,
         history,
         exe: std::env::current_exe().context("locate the fencing binary")?,
         auth: a.auth,
     };
-    let campaign::Finished { records, report } = runtime()?.block_on(campaign::run(&cfg))?;
+    let campaign::Finished { records, report } = match a.topology {
+        Topology::Local => runtime()?.block_on(campaign::run(&cfg))?,
+        Topology::Cluster => cluster::run(&cfg, cluster::Decider::choose(cfg.fencing))?,
+    };
     if let Some(dir) = &a.report {
         write_page(dir, &cfg.history, &records, &report)?;
     }

@@ -76,6 +76,14 @@ pub struct Summary {
     pub kills: u64,
     pub restarts: u64,
     pub proxy_faults: u64,
+    /// Network partitions made (distributed campaign).
+    pub partitions: u64,
+    /// Faults healed: partitions removed, proxies forwarding faithfully again.
+    pub heals: u64,
+    /// Kills of the member that was the etcd leader at the time.
+    pub leader_kills: u64,
+    /// Restarts of PostgreSQL after a kill.
+    pub database_restarts: u64,
     pub violations: u64,
     pub violation_kinds: BTreeMap<String, u64>,
 }
@@ -149,11 +157,19 @@ fn count(records: &[Record], ops: &[&Op], s: &mut Summary) {
         match r {
             Record::Nemesis(n) => match n.kind {
                 NemesisKind::Pause => s.pauses += 1,
-                NemesisKind::Kill => s.kills += 1,
+                NemesisKind::Kill => {
+                    s.kills += 1;
+                    s.leader_kills += u64::from(n.detail.as_deref() == Some("leader"));
+                }
                 NemesisKind::Delay | NemesisKind::Drop => s.proxy_faults += 1,
-                NemesisKind::Resume | NemesisKind::Heal => {}
+                NemesisKind::Partition => s.partitions += 1,
+                NemesisKind::Heal => s.heals += 1,
+                NemesisKind::Resume => {}
             },
-            Record::Restart(_) => s.restarts += 1,
+            Record::Restart(r) => {
+                s.restarts += 1;
+                s.database_restarts += u64::from(r.server == "postgres");
+            }
             _ => {}
         }
     }

@@ -1,7 +1,7 @@
 //! Fault windows: the nemesis records a fault and, later, its heal as separate
 //! events; a report draws the interval between them. A pause ends at the
-//! target's resume, a proxy fault at the proxy's heal, a kill at the killed
-//! server's restart. A fault never healed (a history cut short) lasts to the
+//! target's resume, a proxy fault or a partition at its heal, a kill at the
+//! killed server's restart. A fault never healed (a history cut short) lasts to the
 //! end of the run.
 
 use crate::chaos::history::{NemesisKind, Record};
@@ -28,6 +28,7 @@ impl Window {
             NemesisKind::Drop => "drop",
             NemesisKind::Resume => "resume",
             NemesisKind::Heal => "heal",
+            NemesisKind::Partition => "partition",
         };
         match &self.detail {
             Some(d) => format!("{kind} {} ({d})", self.target),
@@ -40,7 +41,7 @@ impl Window {
         match self.kind {
             NemesisKind::Pause | NemesisKind::Resume => "f-pause",
             NemesisKind::Kill => "f-kill",
-            NemesisKind::Delay | NemesisKind::Drop | NemesisKind::Heal => "f-net",
+            NemesisKind::Delay | NemesisKind::Drop | NemesisKind::Heal | NemesisKind::Partition => "f-net",
         }
     }
 }
@@ -64,7 +65,14 @@ pub fn windows(records: &[Record], end_us: u64) -> Vec<Window> {
         match r {
             Record::Nemesis(n) => match n.kind {
                 NemesisKind::Resume => close(&mut open, &n.target, &[NemesisKind::Pause], n.at_us),
-                NemesisKind::Heal => close(&mut open, &n.target, &[NemesisKind::Delay, NemesisKind::Drop], n.at_us),
+                // A heal of the net removes every partition in place at once.
+                NemesisKind::Heal => loop {
+                    let ends = [NemesisKind::Delay, NemesisKind::Drop, NemesisKind::Partition];
+                    close(&mut open, &n.target, &ends, n.at_us);
+                    if !open.iter().any(|w| w.target == n.target && w.kind == NemesisKind::Partition) {
+                        break;
+                    }
+                },
                 kind => open.push(Window {
                     kind,
                     target: n.target.clone(),
@@ -116,5 +124,22 @@ mod tests {
         );
         assert_eq!(w[1].label(), "kill storage");
         assert_eq!(w[0].class(), "f-pause");
+    }
+
+    #[test]
+    fn a_heal_of_the_net_ends_every_partition_and_a_restart_ends_a_member_kill() {
+        let records = vec![
+            nemesis(10, NemesisKind::Partition, "net"),
+            nemesis(12, NemesisKind::Partition, "net"),
+            nemesis(14, NemesisKind::Kill, "e2"),
+            nemesis(20, NemesisKind::Heal, "net"),
+            Record::Restart(RestartEvent { at_us: 25, server: "e2".into() }),
+            nemesis(30, NemesisKind::Partition, "net"),
+        ];
+        let w = windows(&records, 100);
+        let spans: Vec<(&str, u64, u64)> = w.iter().map(|w| (w.target.as_str(), w.start_us, w.end_us)).collect();
+        assert_eq!(spans, vec![("net", 10, 20), ("net", 12, 20), ("e2", 14, 25), ("net", 30, 100)]);
+        assert_eq!(w[0].class(), "f-net");
+        assert_eq!(w[0].label(), "partition net");
     }
 }

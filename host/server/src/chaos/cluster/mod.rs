@@ -1,0 +1,204 @@
+//! The distributed campaign (`fencing chaos --topology cluster`): the
+//! deployment users grow into, each process on a node of its own (a network
+//! namespace, [`super::netns`]):
+//! - `e1`..`e3`: a 3-member etcd cluster, the lock service's state;
+//! - `postgres`: PostgreSQL 15, the data, with the `fencing` extension deciding
+//!   when it is installed (the fencing servers' own check otherwise);
+//! - `s1`..`s3`: `fencing serve --store postgres --locks etcd`, stateless;
+//! - `c0`..: the client processes; client `ci` takes its locks from server
+//!   `s(i mod 3 + 1)` and writes through the next one, so a client can be cut
+//!   off from its lock service and still reach its storage.
+//!
+//! The controller (this thread) runs in the hub namespace, which reaches every
+//! node whatever the partitions; it starts everything, lets the nemesis
+//! ([`nemesis`]) loose, reads every file back after each database restart and
+//! at the end, and hands the merged history to the same checker as the local
+//! campaign. Every namespace and process is removed when the run ends, fails,
+//! or is interrupted (SIGINT, SIGTERM); a run killed outright is swept by the
+//! next one.
+//!
+//! # Layout
+//! - [`procs`]: etcd, PostgreSQL and fencing servers as restartable processes in their namespaces.
+//! - [`nemesis`]: partitions, kills of the etcd leader and followers, PostgreSQL and servers, pauses.
+
+pub mod nemesis;
+pub mod procs;
+
+use super::campaign::{self, CampaignConfig, Finished};
+use super::history::Phase;
+use super::netns::{self, Net};
+use anyhow::Context;
+use procs::Proc;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use std::time::{Duration, Instant};
+
+const ETCD: [&str; 3] = ["e1", "e2", "e3"];
+const SERVERS: [&str; 3] = ["s1", "s2", "s3"];
+const POSTGRES: &str = "postgres";
+/// Most client processes (each a node of its own, beside the 7 servers' nodes).
+pub const MAX_CLIENTS: usize = 64;
+
+/// Who decides the writes in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider {
+    /// The `fencing` extension inside PostgreSQL (`--pg-guard extension`).
+    Extension,
+    /// Each fencing server, before it writes (`--pg-guard host`).
+    Servers,
+    /// Nobody: the servers run with `--no-fencing`.
+    Nobody,
+}
+
+impl Decider {
+    /// The extension when it is installed, the servers otherwise; nobody without fencing.
+    pub fn choose(fencing: bool) -> Decider {
+        match (fencing, procs::extension_installed()) {
+            (false, _) => Decider::Nobody,
+            (true, true) => Decider::Extension,
+            (true, false) => Decider::Servers,
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Decider::Extension => "the fencing extension in PostgreSQL",
+            Decider::Servers => "the fencing servers (the extension is not installed)",
+            Decider::Nobody => "nobody (--no-fencing)",
+        }
+    }
+}
+
+/// The longest lease the etcd lock service grants for a request of `ms`:
+/// whole seconds, at least two (`locks::etcd`).
+fn etcd_lease_ms(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(2) * 1000
+}
+
+/// Runs the distributed campaign: builds the net, runs everything from a
+/// thread inside its hub, and removes the net whatever happens.
+pub fn run(cfg: &CampaignConfig, decider: Decider) -> anyhow::Result<Finished> {
+    netns::sweep_stale();
+    std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
+    let clients: Vec<String> = (0..cfg.clients).map(|i| format!("c{i}")).collect();
+    let mut names: Vec<&str> = ETCD.iter().chain([&POSTGRES]).chain(&SERVERS).copied().collect();
+    names.extend(clients.iter().map(String::as_str));
+    let net = Net::create(&names).context("build the campaign's network namespaces")?;
+    let cfg = cfg.clone();
+    // The thread owns the net: a panic unwinds through its drop, which removes it.
+    let thread = std::thread::Builder::new().name("chaos-cluster".into()).spawn(move || {
+        net.enter_hub()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("start the async runtime")?;
+        let result = runtime.block_on(async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                r = drive(&cfg, decider, &net, &clients) => r,
+                _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
+                _ = term.recv() => anyhow::bail!("terminated"),
+            }
+        });
+        drop(runtime);
+        drop(net);
+        result
+    })?;
+    match thread.join() {
+        Ok(result) => result,
+        Err(_) => anyhow::bail!("the campaign's controller panicked (its namespaces were removed)"),
+    }
+}
+
+async fn drive(cfg: &CampaignConfig, decider: Decider, net: &Net, clients: &[String]) -> anyhow::Result<Finished> {
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
+    let own = campaign::open_history(cfg)?;
+    let auth = campaign::auth_args(cfg)?;
+
+    let pg_user = std::env::var("FENCING_PG_USER").unwrap_or_else(|_| "postgres".into());
+    let pg_data = procs::init_postgres(&cfg.work_dir.join("postgres"), &pg_user)?;
+    let mut postgres = Proc::postgres(net, &cfg.work_dir, POSTGRES, &pg_data, &pg_user)?;
+    let mut etcd: Vec<Proc> =
+        ETCD.iter().map(|m| Proc::etcd(net, &cfg.work_dir, m, &ETCD)).collect::<anyhow::Result<_>>()?;
+    eprintln!("chaos: starting PostgreSQL and a 3-member etcd cluster");
+    postgres.start(net).await.context("start PostgreSQL")?;
+    // Members wait for each other to form a quorum: start them all, then wait for each.
+    let mut starting = vec![];
+    for member in etcd.iter_mut() {
+        starting.push(member.start(net));
+    }
+    for result in futures::future::join_all(starting).await {
+        result.context("start the etcd cluster")?;
+    }
+
+    let endpoints: Vec<String> =
+        ETCD.iter().map(|m| Ok(procs::etcd_url(net.node(m)?.ip))).collect::<anyhow::Result<_>>()?;
+    let mut serve_args = vec!["--store".to_string(), "postgres".into(), "--postgres-url".into()];
+    serve_args.push(procs::postgres_url(net.node(POSTGRES)?.ip));
+    serve_args.extend(["--locks".into(), "etcd".into(), "--etcd-endpoints".into(), endpoints.join(",")]);
+    match decider {
+        Decider::Extension => serve_args.extend(["--pg-guard".into(), "extension".into()]),
+        Decider::Servers => {}
+        Decider::Nobody => serve_args.push("--no-fencing".into()),
+    }
+    serve_args.extend(auth);
+    let mut servers: Vec<Proc> = SERVERS
+        .iter()
+        .map(|s| Proc::fencing(net, &cfg.work_dir, s, &cfg.exe, serve_args.clone()))
+        .collect::<anyhow::Result<_>>()?;
+    eprintln!("chaos: starting 3 fencing servers; writes decided by {}", decider.describe());
+    // One at a time: the first creates the schema the others find.
+    for server in servers.iter_mut() {
+        server.start(net).await.with_context(|| format!("start the fencing server {}", server.node))?;
+    }
+    let url = |node: &str| -> anyhow::Result<String> { Ok(procs::fencing_url(net.node(node)?.ip)) };
+
+    let deadline = Instant::now() + Duration::from_secs(cfg.seconds);
+    let until_us = super::history::now_us() + cfg.seconds * 1_000_000;
+    let mut children = vec![];
+    let mut targets = vec![];
+    for (i, id) in clients.iter().enumerate() {
+        let (locks, storage) = (SERVERS[i % 3], SERVERS[(i + 1) % 3]);
+        let cmd = net.command(id, &cfg.exe)?;
+        let child = campaign::spawn_client(cmd, cfg, id, &url(locks)?, &url(storage)?, until_us)?;
+        targets.push((id.clone(), child.id(), locks.to_string()));
+        children.push(child);
+    }
+    eprintln!("chaos: {} clients running, faults for {}s", clients.len(), cfg.seconds);
+    let longest = etcd_lease_ms(cfg.lease_ms.1);
+    let reader = url(SERVERS[0])?;
+    let fault_result = nemesis::run(
+        nemesis::Targets {
+            net,
+            etcd: &mut etcd,
+            postgres: &mut postgres,
+            servers: &mut servers,
+            clients: targets,
+            pause_ms: (longest + 500, longest + 2500),
+        },
+        &mut rng,
+        &own,
+        deadline,
+        || campaign::read_all(&reader, &resources, Phase::AfterRestart, &own),
+    )
+    .await;
+    campaign::wait_clients(&mut children).await;
+    fault_result?;
+    campaign::read_all(&reader, &resources, Phase::Final, &own).await?;
+    drop(own);
+    campaign::merge_and_check(cfg, clients)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::etcd_lease_ms;
+
+    #[test]
+    fn etcd_leases_are_whole_seconds_of_at_least_two() {
+        assert_eq!(etcd_lease_ms(1), 2000);
+        assert_eq!(etcd_lease_ms(2000), 2000);
+        assert_eq!(etcd_lease_ms(2001), 3000);
+    }
+}

@@ -62,13 +62,19 @@ fn leftovers(pid: u32, dir: &Path) -> (Vec<String>, Vec<String>) {
     }
 }
 
-#[test]
-fn without_fencing_the_cluster_admits_stale_writes_and_cleans_up() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// A fresh campaign work directory (inside a temporary one, removed on drop).
+fn work_dir() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     // PostgreSQL runs as its own user and must reach its directory inside.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let work = dir.path().join("work");
+    (dir, work)
+}
+
+#[test]
+fn without_fencing_the_cluster_admits_stale_writes_and_cleans_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_dir, work) = work_dir();
     let child = fencing()
         .args(["chaos", "--topology", "cluster", "--seconds", "60", "--seed", "2", "--no-fencing", "--dir"])
         .arg(&work)
@@ -94,10 +100,7 @@ fn without_fencing_the_cluster_admits_stale_writes_and_cleans_up() {
 #[test]
 fn an_interrupted_cluster_campaign_leaves_nothing_behind() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    // PostgreSQL runs as its own user and must reach its directory inside.
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let work = dir.path().join("work");
+    let (_dir, work) = work_dir();
     let mut child = fencing()
         .args(["chaos", "--topology", "cluster", "--seconds", "300", "--seed", "5", "--dir"])
         .arg(&work)

@@ -45,6 +45,13 @@ pub struct CampaignConfig {
     pub auth: bool,
 }
 
+impl CampaignConfig {
+    /// The resources (and locks) the clients contend for.
+    pub fn resource_ids(&self) -> Vec<String> {
+        (0..self.resources).map(|r| format!("storage:chaos-{r}")).collect()
+    }
+}
+
 /// Reads every file of every resource straight from the storage (not through
 /// the proxy) and records each read with `phase`.
 pub async fn read_all(
@@ -100,7 +107,7 @@ pub(super) fn spawn_client(
     storage_url: &str,
     until_us: u64,
 ) -> anyhow::Result<Child> {
-    let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
+    let resources = cfg.resource_ids();
     let log = std::fs::OpenOptions::new().create(true).append(true).open(cfg.work_dir.join(format!("{id}.log")))?;
     cmd.args(["chaos", "client", "--id", id])
         .args(["--locks", locks_url, "--storage", storage_url])
@@ -141,7 +148,7 @@ pub struct Finished {
 pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
+    let resources = cfg.resource_ids();
     let own = open_history(cfg)?;
     let auth_args = auth_args(cfg)?;
     let mut extra = auth_args.clone();

@@ -28,12 +28,19 @@ pub struct Targets<'a> {
     pub max_lease_ms: u64,
 }
 
-fn record(history: &HistoryWriter, kind: NemesisKind, target: &str, detail: Option<String>) -> anyhow::Result<()> {
+/// Writes a fault or heal to the history, stamped now.
+pub(super) fn record(
+    history: &HistoryWriter,
+    kind: NemesisKind,
+    target: &str,
+    detail: Option<String>,
+) -> anyhow::Result<()> {
     history.write(&Record::Nemesis(NemesisEvent { at_us: now_us(), kind, target: target.to_string(), detail }))?;
     Ok(())
 }
 
-fn signal(pid: u32, sig: Signal) {
+/// Sends `sig` to a client process (it may have exited already).
+pub(super) fn signal(pid: u32, sig: Signal) {
     let _ = kill(Pid::from_raw(pid as i32), sig);
 }
 

@@ -113,7 +113,7 @@ pub fn run(cfg: &CampaignConfig, decider: Decider) -> anyhow::Result<Finished> {
 
 async fn drive(cfg: &CampaignConfig, decider: Decider, net: &Net, clients: &[String]) -> anyhow::Result<Finished> {
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let resources: Vec<String> = (0..cfg.resources).map(|r| format!("storage:chaos-{r}")).collect();
+    let resources = cfg.resource_ids();
     let own = campaign::open_history(cfg)?;
     let auth = campaign::auth_args(cfg)?;
 

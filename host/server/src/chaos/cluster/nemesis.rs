@@ -14,10 +14,10 @@
 //! acknowledged was lost. At the deadline everything is healed and resumed.
 
 use super::procs::{Proc, etcd_leader};
-use crate::chaos::history::{HistoryWriter, NemesisEvent, NemesisKind, Record, RestartEvent, now_us};
+use crate::chaos::history::{HistoryWriter, NemesisKind, Record, RestartEvent, now_us};
+use crate::chaos::nemesis::{record, signal};
 use crate::chaos::netns::Net;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use rand::Rng;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -43,18 +43,9 @@ enum Active {
     Server(usize),
 }
 
-fn record(history: &HistoryWriter, kind: NemesisKind, target: &str, detail: Option<String>) -> anyhow::Result<()> {
-    history.write(&Record::Nemesis(NemesisEvent { at_us: now_us(), kind, target: target.to_string(), detail }))?;
-    Ok(())
-}
-
 fn restarted(history: &HistoryWriter, server: &str) -> anyhow::Result<()> {
     history.write(&Record::Restart(RestartEvent { at_us: now_us(), server: server.to_string() }))?;
     Ok(())
-}
-
-fn signal(pid: u32, sig: Signal) {
-    let _ = kill(Pid::from_raw(pid as i32), sig);
 }
 
 impl Targets<'_> {

@@ -162,17 +162,13 @@ impl Proc {
 
     /// SIGKILLs everything in the node's namespace and reaps the process.
     pub fn kill(&mut self, net: &Net) -> anyhow::Result<()> {
-        // Our own child (the namespace's first process) is reaped here, in
-        // parallel with the wait for the rest, which their new parent reaps.
-        let child = self.child.take();
-        let reaper = std::thread::spawn(move || {
-            if let Some(mut child) = child {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        });
+        // Our own child (the namespace's first process) first, reaped here;
+        // then the rest, which their new parent reaps.
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         net.kill_all(&self.node, Duration::from_secs(10))?;
-        let _ = reaper.join();
         Ok(())
     }
 }

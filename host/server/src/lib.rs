@@ -11,8 +11,9 @@
 //! - [`http`]: errors naming the field (`mod.rs`), the accept loop and what
 //!   bounds a connection (`conn.rs`), the checks every request passes first
 //!   (`gate.rs`: Host, media type, origin, framing), body limit and JSON
-//!   decoding (`body.rs`), strict query strings (`query.rs`), bearer auth, the
-//!   storage, lock and admin (fence reset) routes.
+//!   decoding (`body.rs`), bodies spooled past 64 KiB (`spool.rs`), strict
+//!   query strings (`query.rs`), bearer auth, the storage, lock and admin
+//!   (fence reset) routes.
 //! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
 //!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
 //!   (behind its write-ahead log, `wal.rs`; opened, and reopened after a full

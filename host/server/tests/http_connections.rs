@@ -1,7 +1,8 @@
 //! What bounds a connection, end to end against `fencing serve`: idle
 //! connections beyond the open-file limit leave room for real clients, idle
 //! and slow-head connections are closed, a stalled body gets 408, a client
-//! that never reads its answer is dropped, and SIGTERM with a stuck client
+//! that never reads its answer is dropped, slow readers and stalled writers
+//! of large bodies hold no copy each, and SIGTERM with a stuck client
 //! exits within its bound and frees the data directory.
 
 mod storage_support;
@@ -249,4 +250,63 @@ async fn slow_readers_of_a_large_object_share_one_copy() {
     // One copy is 60 MiB; a copy per reader would be 16 times that, and its base64 more.
     assert!(held < 200, "16 slow readers added {held} MiB");
     drop(readers);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_writers_of_large_bodies_hold_no_copy_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServeProcess::start_role("storage", dir.path(), &["--body-timeout", "60s"]);
+    server.ready().await;
+    let object = |i: usize| vec![(i % 256) as u8; 11 << 19];
+    let body = |i: usize| {
+        let bytes = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, object(i));
+        serde_json::to_vec(&json!({"resource_id": format!("slow-{i}"), "fencing_token": 1, "write_payload":
+            {"file_path": "/o", "mutation_type": "PUT", "bytes": bytes}}))
+        .unwrap()
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let baseline = rss_mib(&server);
+    // 16 writers send all of a 7.3 MiB body but its last bytes, and stall.
+    let mut writers = Vec::new();
+    for i in 0..16 {
+        let body = body(i);
+        let mut conn = TcpStream::connect(addr(&server)).await.unwrap();
+        let head = format!(
+            "POST /v1/storage/write HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        conn.write_all(&body[..body.len() - 8]).await.unwrap();
+        writers.push((conn, body));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let held = rss_mib(&server).saturating_sub(baseline);
+    println!("16 stalled writers of 7.3 MiB bodies: server RSS {baseline} MiB -> +{held} MiB");
+    // Held in memory, the bodies alone would be 117 MiB (and their decoding more).
+    assert!(held < 48, "16 stalled writers added {held} MiB");
+    // Each finishes: admitted whole, as if nothing had been spooled.
+    for (conn, body) in &mut writers {
+        conn.write_all(&body[body.len() - 8..]).await.unwrap();
+    }
+    for (i, (conn, _)) in writers.iter_mut().enumerate() {
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") || !answer.ends_with(b"}") {
+            let n = tokio::time::timeout(Duration::from_secs(30), conn.read(&mut buf)).await.unwrap().unwrap();
+            assert!(n > 0, "writer {i}: closed before its answer");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 200"), "writer {i}: {text}");
+    }
+    for i in [0, 15] {
+        let read: Value = reqwest::get(format!("{}/v1/storage/read?resource_id=slow-{i}&file_path=/o", server.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, read["bytes"].as_str().unwrap());
+        assert_eq!(bytes.unwrap(), object(i), "writer {i}'s object");
+    }
 }

@@ -1,11 +1,14 @@
 //! Request bodies: the size limit and JSON decoding whose errors name the
-//! field. [`ApiJson`] does both for a handler, in one step; [`decode_json`]
+//! field. [`ApiJson`] does both for a handler, in one step, on a body
+//! received as `spool.rs` describes (large ones through a temporary file);
+//! [`HeldJson`] also keeps the spooled body's permit; [`decode_json`]
 //! is the decoding alone, for the named decoders the fuzz targets drive
 //! (`storage::decode_write`, `locks::decode_acquire`).
 //!
 //! Invariant: a body that fails here reaches no handler, so it changes nothing.
 
 use super::ApiError;
+use super::spool::{self, Held};
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
@@ -19,42 +22,40 @@ pub(super) const BODY_TOO_LARGE: &str = "body_too_large";
 /// The code of the 408 for a body that stalled: the rest was never read.
 pub(super) const BODY_TIMEOUT: &str = "body_timeout";
 
-/// A JSON body, decoded: 413 `body_too_large` over the limit, 400
-/// `malformed_json` or `invalid_field` (naming the field) when it does not
-/// decode, the transport's status otherwise.
+/// A JSON body, decoded: 413 `body_too_large` over the limit, 408
+/// `body_timeout` when it stalls, 400 `malformed_json` or `invalid_field`
+/// (naming the field) when it does not decode. The body is received as
+/// [`spool::receive`] does; a spooled one's permit ends with the decoding.
 pub struct ApiJson<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = match axum::body::Bytes::from_request(req, state).await {
-            Ok(b) => b,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
-                return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, message).with_field("body"));
-            }
-            Err(e) if timed_out(&e) => {
-                let message = "the request body stalled longer than the server's body timeout";
-                return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, BODY_TIMEOUT, message).with_field("body"));
-            }
-            Err(e) => return Err(ApiError::new(e.status(), "bad_body", e.body_text()).with_field("body")),
-        };
-        decode_json(&bytes).map(ApiJson)
+        let HeldJson(value, _permit) = HeldJson::from_request(req, state).await?;
+        Ok(ApiJson(value))
     }
 }
 
-/// Whether a body failed because it stalled past the body timeout
-/// (`tower_http`'s timeout error somewhere in its source chain).
-fn timed_out(rejection: &axum::extract::rejection::BytesRejection) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
-    while let Some(e) = source {
-        if e.is::<tower_http::timeout::TimeoutError>() {
-            return true;
-        }
-        source = e.source();
+/// [`ApiJson`] that keeps a spooled body's permit: for a handler whose
+/// decoded value is as large as its body (a storage write), so that the
+/// permits bound the memory until the request is answered.
+pub struct HeldJson<T>(pub T, pub Held);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for HeldJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
+        let received = spool::receive(req).await?;
+        let value = if received.permit.spooled() {
+            // Large: decoded off the request threads.
+            let bytes = received.bytes;
+            tokio::task::spawn_blocking(move || decode_json(&bytes)).await.map_err(ApiError::internal)??
+        } else {
+            decode_json(&received.bytes)?
+        };
+        Ok(HeldJson(value, received.permit))
     }
-    false
 }
 
 /// Decodes JSON, naming the path of the first field that failed (a missing

@@ -1,5 +1,6 @@
 //! HTTP plumbing shared by every API: JSON errors that name the offending
-//! field. Request bodies (limit and JSON decoding) are `body.rs`; the accept
+//! field. Request bodies (limit and JSON decoding) are `body.rs`, how they are
+//! received without a copy in memory per slow sender `spool.rs`; the accept
 //! loop and connection bounds `conn.rs`; the checks every request passes
 //! first (Host, media type, origin, framing) `gate.rs`; query strings `query.rs`.
 //!
@@ -14,6 +15,7 @@ pub mod gate;
 pub mod locks;
 pub mod openapi;
 pub mod query;
+pub mod spool;
 pub mod storage;
 
 pub use conn::{ConnLimits, ConnMetrics};

@@ -9,7 +9,7 @@
 
 use super::ApiError;
 use super::ErrorBody;
-use super::body::{ApiJson, decode_json};
+use super::body::{HeldJson, decode_json};
 use super::query::Params;
 use crate::storage::{Mutation, StorageError, StorageService, ValidWrite, WriteOutcome, WriteRequest};
 use crate::wire::storage::{FenceAnswer, FenceBody, ReadAnswer, WriteAdmitted, WriteBody, WriteRefused};
@@ -55,14 +55,18 @@ pub fn storage_error(e: StorageError) -> ApiError {
 
 /// Decodes base64 ignoring ASCII whitespace (`base64` output ends in `\n`).
 pub fn decode_bytes(text: &str) -> Result<Vec<u8>, ApiError> {
-    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    BASE64
-        .decode(compact.as_bytes())
-        .map_err(|e| ApiError::field("write_payload.bytes", format!("invalid base64: {e}")))
+    let decoded = if text.bytes().any(|b| b.is_ascii_whitespace()) {
+        let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        BASE64.decode(compact.as_bytes())
+    } else {
+        // The usual case, without a second copy of the text.
+        BASE64.decode(text.as_bytes())
+    };
+    decoded.map_err(|e| ApiError::field("write_payload.bytes", format!("invalid base64: {e}")))
 }
 
 /// Decodes and validates a `POST /v1/storage/write` body into the engine's
-/// request: the JSON as [`ApiJson`] decodes it, then [`write_request`]. The
+/// request: the JSON as [`HeldJson`] decodes it, then [`write_request`]. The
 /// `decode_write` fuzz target calls it, so it runs exactly the handler's code.
 pub fn decode_write(bytes: &[u8]) -> Result<ValidWrite, ApiError> {
     write_request(decode_json(bytes)?)
@@ -107,7 +111,7 @@ pub fn write_request(body: WriteBody) -> Result<ValidWrite, ApiError> {
     ))]
 pub(crate) async fn write(
     State(service): State<StorageService>,
-    ApiJson(body): ApiJson<WriteBody>,
+    HeldJson(body, _spooled): HeldJson<WriteBody>,
 ) -> Result<Response, ApiError> {
     let req = write_request(body)?;
     let resource_id = req.resource_id.clone();

@@ -16,9 +16,11 @@
 //!   (fence reset) routes.
 //! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
 //!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
-//!   (behind its write-ahead log, `wal.rs`; opened, and reopened after a full
-//!   disk, with its space reserve by `redb_open.rs`; objects being read shared
-//!   by `read_cache.rs`) and PostgreSQL backends, the service and its telemetry.
+//!   (behind its write-ahead log, `wal.rs`; committed by one leader at a
+//!   time, a lone writer on its own thread, `group.rs`; opened, and reopened
+//!   after a full disk, with its space reserve by `redb_open.rs`; objects
+//!   being read shared by `read_cache.rs`) and PostgreSQL backends, the
+//!   service and its telemetry.
 //! - [`locks`]: the lock service (leases with fencing tokens): validation into
 //!   `ValidAcquire`, lease ids, the embedded backend (its shards, lease
 //!   journal and generation clock) and etcd.

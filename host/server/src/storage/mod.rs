@@ -11,6 +11,7 @@
 //! - an acknowledged write and its fence are durable (fsynced) before the ack;
 //! - a resource's high-water mark never goes backwards.
 
+mod group;
 mod pg_extension;
 mod postgres;
 mod read_cache;

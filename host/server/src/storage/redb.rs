@@ -1,7 +1,8 @@
 //! The embedded engine: redb behind a write-ahead log, with group commit.
 //!
-//! Writers hand their [`ValidWrite`] to one committer thread over a channel.
-//! The committer drains whatever is queued (up to [`MAX_BATCH`]), opens one
+//! Writers hand their [`ValidWrite`] to whoever commits (`group.rs`: a lone
+//! writer on its own thread, otherwise the background committer thread,
+//! which takes what is queued, up to [`MAX_BATCH`]). The committer opens one
 //! redb write transaction, decides each write in arrival order against the
 //! fence as left by the earlier writes of the same batch, applies the
 //! admitted ones, appends them to the log (`wal.rs`: one write, one
@@ -24,16 +25,17 @@
 //! - a batch whose log write fails is rolled back: no write of it is
 //!   acknowledged or ever visible.
 
+use super::group::{Group, Work};
 use super::read_cache::{Lookup, ReadCache};
-use super::redb_open::{DEFAULT_SPACE_RESERVE, Log, Slot, Store, db_err};
+use super::redb_open::{DEFAULT_SPACE_RESERVE, Log, RETRY_EVERY, Slot, Store, db_err};
 use super::wal::RecordRef;
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -82,13 +84,13 @@ impl Default for StoreOptions {
     }
 }
 
-/// A redb file holding every resource, fed by one group-committing thread.
+/// A redb file holding every resource, committed by one leader at a time (`group.rs`).
 pub struct RedbEngine {
     slot: Arc<Slot>,
     /// Objects being read, shared by their readers; the committer invalidates.
     cache: Arc<ReadCache>,
-    tx: Mutex<Option<mpsc::Sender<Task>>>,
-    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    group: Arc<Group<Committer>>,
+    background: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// `--max-token-advance`, shared with the committer (`u64::MAX`: none).
     max_advance: Arc<AtomicU64>,
 }
@@ -108,16 +110,13 @@ impl RedbEngine {
         options: StoreOptions,
     ) -> Result<RedbEngine, StorageError> {
         let (store, slot) = Store::open(dir, options.space_reserve)?;
-        let (tx, rx) = mpsc::channel::<Task>();
         let max_advance = Arc::new(AtomicU64::new(u64::MAX));
         let cache = Arc::new(ReadCache::default());
         let rules =
             Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes, cache: cache.clone() };
-        let committer = std::thread::Builder::new()
-            .name("fencing-redb-commit".into())
-            .spawn(move || run_committer(store, &rules, rx))
-            .map_err(StorageError::backend)?;
-        Ok(RedbEngine { slot, cache, tx: Mutex::new(Some(tx)), committer: Mutex::new(Some(committer)), max_advance })
+        let (group, background) =
+            Group::start("fencing-redb-commit", Committer { store, rules }).map_err(StorageError::backend)?;
+        Ok(RedbEngine { slot, cache, group, background: Mutex::new(Some(background)), max_advance })
     }
 
     /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
@@ -125,9 +124,8 @@ impl RedbEngine {
         self.max_advance.store(max.unwrap_or(u64::MAX), Ordering::Release);
     }
 
-    fn send(&self, task: Task) -> Result<(), StorageError> {
-        let tx = self.tx.lock().expect("sender lock");
-        tx.as_ref().ok_or(StorageError::Closed)?.send(task).map_err(|_| StorageError::Closed)
+    fn submit(&self, task: Task) -> Result<(), StorageError> {
+        self.group.submit(task).map_err(|_| StorageError::Closed)
     }
 
     fn read_fence(slot: &Slot, resource_id: &str) -> Result<Option<Fence>, StorageError> {
@@ -140,9 +138,9 @@ impl RedbEngine {
 
 impl Drop for RedbEngine {
     fn drop(&mut self) {
-        // Closing the channel lets the committer finish the queued batch and exit.
-        self.tx.lock().expect("sender lock").take();
-        if let Some(handle) = self.committer.lock().expect("committer lock").take() {
+        // The background thread commits what is queued, then exits.
+        self.group.close();
+        if let Some(handle) = self.background.lock().expect("committer lock").take() {
             let _ = handle.join();
         }
     }
@@ -162,38 +160,54 @@ struct Rules {
     cache: Arc<ReadCache>,
 }
 
-fn run_committer(mut store: Store, rules: &Rules, rx: mpsc::Receiver<Task>) {
-    let mut pending = store.next_task(&rx);
-    while let Some(first) = pending.take() {
-        let first = match first {
-            Task::Write(job) => job,
-            Task::Reset { resource_id, to, reply } => {
-                let result = store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
-                store.after(&result);
-                rules.cache.committed([resource_id.as_str()]);
-                let _ = reply.send(result);
-                pending = store.next_task(&rx);
-                continue;
-            }
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(Task::Write(job)) => batch.push(job),
-                Ok(reset) => {
-                    // Decided after the writes queued before it.
-                    pending = Some(reset);
-                    break;
+/// The store and the rules, committed by whoever leads (`group.rs`).
+struct Committer {
+    store: Store,
+    rules: Rules,
+}
+
+impl Work for Committer {
+    type Task = Task;
+
+    /// A reset alone, or the writes up to the next reset (at most [`MAX_BATCH`]).
+    fn take(queue: &mut VecDeque<Task>) -> Vec<Task> {
+        if matches!(queue.front(), Some(Task::Reset { .. })) {
+            return queue.pop_front().into_iter().collect();
+        }
+        let writes = queue.iter().take(MAX_BATCH).take_while(|t| matches!(t, Task::Write(_))).count();
+        queue.drain(..writes).collect()
+    }
+
+    fn commit(&mut self, unit: Vec<Task>) {
+        let (store, rules) = (&mut self.store, &self.rules);
+        let mut jobs = Vec::with_capacity(unit.len());
+        for task in unit {
+            match task {
+                Task::Write(job) => jobs.push(job),
+                Task::Reset { resource_id, to, reply } => {
+                    let result = store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
+                    store.after(&result);
+                    rules.cache.committed([resource_id.as_str()]);
+                    let _ = reply.send(result);
                 }
-                Err(_) => break,
             }
         }
-        commit_jobs(&mut store, rules, batch);
-        let checkpoint_bytes = store.checkpoint_bytes();
-        if let Ok((db, log)) = store.ready()
-            && (log.wal.len() >= checkpoint_bytes
-                || (log.wal.len() > 0 && log.checkpointed.elapsed() >= CHECKPOINT_EVERY))
-        {
+        if !jobs.is_empty() {
+            commit_jobs(store, rules, jobs);
+        }
+    }
+
+    fn chores_due(&self) -> bool {
+        !self.store.is_open() || self.store.log().is_some_and(|log| self.checkpoint_due(log))
+    }
+
+    fn chores(&mut self) -> Option<Duration> {
+        if !self.store.is_open() {
+            self.store.retry_open();
+            return Some(RETRY_EVERY);
+        }
+        let due = self.store.log().is_some_and(|log| self.checkpoint_due(log));
+        if due && let Ok((db, log)) = self.store.ready() {
             let result = checkpoint(db);
             match &result {
                 Ok(()) => {
@@ -202,11 +216,19 @@ fn run_committer(mut store: Store, rules: &Rules, rx: mpsc::Receiver<Task>) {
                 }
                 Err(e) => tracing::error!(error = %e, "storage checkpoint failed; the log keeps its records"),
             }
-            store.after(&result);
+            self.store.after(&result);
         }
-        if pending.is_none() {
-            pending = store.next_task(&rx);
-        }
+        // Records left in the log are checkpointed once they are old enough, writes or not.
+        let pending = self.store.log().is_some_and(|log| log.wal.len() > 0);
+        pending.then_some(CHECKPOINT_EVERY)
+    }
+}
+
+impl Committer {
+    /// Past the log's size bound, or holding records for [`CHECKPOINT_EVERY`].
+    fn checkpoint_due(&self, log: &Log) -> bool {
+        log.wal.len() >= self.store.checkpoint_bytes()
+            || (log.wal.len() > 0 && log.checkpointed.elapsed() >= CHECKPOINT_EVERY)
     }
 }
 
@@ -434,7 +456,7 @@ impl Engine for RedbEngine {
     fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
         Box::pin(async move {
             let (reply, rx) = oneshot::channel();
-            self.send(Task::Write(Job { req, reply }))?;
+            self.submit(Task::Write(Job { req, reply }))?;
             rx.await.map_err(|_| StorageError::Closed)?
         })
     }
@@ -448,7 +470,7 @@ impl Engine for RedbEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             let (reply, rx) = oneshot::channel();
-            self.send(Task::Reset { resource_id: resource_id.to_owned(), to, reply })?;
+            self.submit(Task::Reset { resource_id: resource_id.to_owned(), to, reply })?;
             rx.await.map_err(|_| StorageError::Closed)?
         })
     }

@@ -30,12 +30,11 @@ use super::wal::{CHECKPOINT_BYTES, Wal};
 use ::redb::{Database, ReadableDatabase, ReadableTable};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How often a closed store tries to open again while no task comes.
-const RETRY_EVERY: Duration = Duration::from_millis(200);
+pub(super) const RETRY_EVERY: Duration = Duration::from_millis(200);
 /// How long a reopen waits for readers to let go of the old database.
 const READERS_GRACE: Duration = Duration::from_secs(2);
 /// How often a released reserve is tried again.
@@ -224,17 +223,20 @@ impl Store {
         self.reopen();
     }
 
-    /// The next task; while closed, retries the reopen between waits.
-    pub(super) fn next_task<T>(&mut self, rx: &mpsc::Receiver<T>) -> Option<T> {
-        loop {
-            if self.open.is_some() {
-                return rx.recv().ok();
-            }
-            match rx.recv_timeout(RETRY_EVERY) {
-                Ok(task) => return Some(task),
-                Err(mpsc::RecvTimeoutError::Timeout) => self.reopen(),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-            }
+    /// Whether the database and log are open.
+    pub(super) fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The open log, if the store is open.
+    pub(super) fn log(&self) -> Option<&Log> {
+        self.open.as_ref().map(|(_, log)| log)
+    }
+
+    /// Tries to open a closed store again (the committer does every [`RETRY_EVERY`]).
+    pub(super) fn retry_open(&mut self) {
+        if self.open.is_none() {
+            self.reopen();
         }
     }
 

@@ -86,6 +86,14 @@ impl RecordFile {
 
     /// Writes `batch` after the records and syncs it; on error nothing of it counts.
     pub fn append(&mut self, batch: &[u8]) -> std::io::Result<()> {
+        self.append_then(batch, || ())
+    }
+
+    /// [`append`](Self::append), calling `written` once the batch is in the
+    /// file (the kernel's page cache: it outlives this process, not the
+    /// machine) and before it is synced; `written` is not called if the
+    /// write fails. A sync that fails afterwards zeroes the batch as usual.
+    pub fn append_then(&mut self, batch: &[u8], written: impl FnOnce()) -> std::io::Result<()> {
         if self.poisoned {
             return Err(std::io::Error::other("an earlier failed batch could not be cleared; restart the service"));
         }
@@ -93,7 +101,10 @@ impl RecordFile {
         if end > self.allocated {
             self.reserve(end)?;
         }
-        let result = self.file.write_all_at(batch, self.len).and_then(|()| self.file.sync_data());
+        let result = self.file.write_all_at(batch, self.len).and_then(|()| {
+            written();
+            self.file.sync_data()
+        });
         match &result {
             Ok(()) => self.len = end,
             Err(_) => {

@@ -10,8 +10,9 @@
 //!   `reserve_chunk` tokens are reserved ahead of use in the background, so
 //!   the hot path never waits for the clock except when it outruns the reserve.
 //! - Exclusion across restarts: a grant is acknowledged only once the
-//!   journal holds it durably, and a release only once the journal holds the
-//!   release. A restart restores every lease the journal holds, with its
+//!   journal holds it durably, and a release once it is written to the
+//!   journal's file (synced right after; see `journal.rs` for why a release
+//!   lost with the machine is safe). A restart restores every lease the journal holds, with its
 //!   lease id and token, re-armed for its full duration from the restart.
 //!   A holder's own deadline (last renewal + duration, on its clock) ends
 //!   before the restored one (restart + duration), so no lease from before
@@ -330,7 +331,8 @@ impl EmbeddedLocks {
         let (token, durable) = self.with_lease(&lease, |shard, name, id, _| {
             let h = shard.unhold(name, &inner.counts()).expect("with_lease found the holder");
             inner.metrics.releases.inc();
-            let durable = inner.journal.as_ref().map(|j| j.append(Change::Release { name: name.into(), lease: id }));
+            let durable =
+                inner.journal.as_ref().map(|j| j.append_written(Change::Release { name: name.into(), lease: id }));
             (h.token, durable)
         })?;
         await_durable(durable).await?;

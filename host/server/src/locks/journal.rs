@@ -3,10 +3,18 @@
 //! group-committed by one writer thread.
 //!
 //! Invariants:
-//! - a grant or release is acknowledged only after the batch that carries it
-//!   is written and `fdatasync`ed; a renewal is written with the next batch
-//!   but nobody waits for it (a restored lease is re-armed with its full
-//!   duration, which outlasts every renewal, so a lost renewal is harmless);
+//! - a grant is acknowledged only after the batch that carries it is
+//!   written and `fdatasync`ed;
+//! - a release is acknowledged once its batch is written to the file, before
+//!   that batch's `fdatasync` (which follows at once): the kernel holds it
+//!   for a process that is killed, and only a machine that stops before the
+//!   sync loses it. A lost release leaves its lease held, by a holder that
+//!   gave it up, until one duration after the restart: never a second
+//!   holder, because every later grant of the lock follows the release in
+//!   the file and is acknowledged only once synced, with the release;
+//! - a renewal is written with the next batch but nobody waits for it (a
+//!   restored lease is re-armed with its full duration, which outlasts every
+//!   renewal, so a lost renewal is harmless);
 //! - records of one lock enter the journal in the order the lock's state
 //!   changed, because callers append while holding the lock's shard mutex;
 //! - a record is `[len u32][crc32 u32][payload]`; replay stops at the first
@@ -78,12 +86,21 @@ pub enum JournalError {
     Stopped,
 }
 
-/// Resolves when the change is durable (or failed to become so).
+/// Resolves when the change is as durable as its append asked (or failed to become so).
 pub type Durable = oneshot::Receiver<Result<(), JournalError>>;
+
+/// How far a batch must get before a change in it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    /// Written to the file: survives this process, not the machine.
+    Written,
+    /// Written and synced: survives the machine.
+    Synced,
+}
 
 struct Message {
     change: Change,
-    done: Option<oneshot::Sender<Result<(), JournalError>>>,
+    done: Option<(Ack, oneshot::Sender<Result<(), JournalError>>)>,
 }
 
 /// The journal's sending side; the writer thread owns the file.
@@ -113,11 +130,21 @@ impl Journal {
         Ok((Journal { tx }, restored))
     }
 
-    /// Appends `change`; the receiver resolves once it is durable.
+    /// Appends `change`; the receiver resolves once it is synced.
     pub fn append(&self, change: Change) -> Durable {
+        self.send(change, Ack::Synced)
+    }
+
+    /// Appends `change`; the receiver resolves once it is written to the
+    /// file, ahead of its sync (for releases: see the module's invariants).
+    pub fn append_written(&self, change: Change) -> Durable {
+        self.send(change, Ack::Written)
+    }
+
+    fn send(&self, change: Change, ack: Ack) -> Durable {
         let (done, rx) = oneshot::channel();
-        if let Err(mpsc::SendError(m)) = self.tx.send(Message { change, done: Some(done) }) {
-            let _ = m.done.expect("set above").send(Err(JournalError::Stopped));
+        if let Err(mpsc::SendError(m)) = self.tx.send(Message { change, done: Some((ack, done)) }) {
+            let _ = m.done.expect("set above").1.send(Err(JournalError::Stopped));
         }
         rx
     }
@@ -160,7 +187,13 @@ impl Writer {
             for m in &batch {
                 encode(&m.change, &mut buf);
             }
-            let result = self.write(&buf);
+            let result = self.write(&buf, || {
+                for m in batch.iter_mut() {
+                    if let Some((Ack::Written, _)) = m.done {
+                        let _ = m.done.take().expect("matched above").1.send(Ok(()));
+                    }
+                }
+            });
             if result.is_ok() {
                 let now = Instant::now();
                 for m in &batch {
@@ -168,7 +201,7 @@ impl Writer {
                 }
             }
             for m in batch.drain(..) {
-                if let Some(done) = m.done {
+                if let Some((_, done)) = m.done {
                     let _ = done.send(result.clone());
                 }
             }
@@ -185,8 +218,9 @@ impl Writer {
         JournalError::Io { path: self.path.clone(), message: e.to_string() }
     }
 
-    fn write(&mut self, buf: &[u8]) -> Result<(), JournalError> {
-        self.file.as_mut().expect("the journal file is open").append(buf).map_err(|e| self.io(e))
+    /// Writes and syncs `buf`, calling `written` between the two.
+    fn write(&mut self, buf: &[u8], written: impl FnOnce()) -> Result<(), JournalError> {
+        self.file.as_mut().expect("the journal file is open").append_then(buf, written).map_err(|e| self.io(e))
     }
 
     fn apply(&mut self, change: &Change, now: Instant) {
@@ -370,6 +404,23 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50)); // the writer lets go of the file
         let (_, restored) = Journal::open(dir.path()).unwrap();
         assert_eq!(sorted(restored), vec![rec("b", 2, 6)]);
+    }
+
+    #[tokio::test]
+    async fn a_release_is_in_the_file_when_it_is_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path()).unwrap();
+        j.append(Change::Hold(rec("a", 1, 5))).await.unwrap().unwrap();
+        j.append(Change::Hold(rec("b", 2, 6))).await.unwrap().unwrap();
+        for _ in 0..20 {
+            // Renewals queued ahead of the release share its batch or precede it.
+            j.append_unacknowledged(Change::Renew { name: "b".into(), lease: 2, lease_ms: 60_000 });
+        }
+        j.append_written(Change::Release { name: "a".into(), lease: 1 }).await.unwrap().unwrap();
+        // What a process killed now leaves behind: the file as the kernel has it.
+        let copy = tempfile::tempdir().unwrap();
+        fs::copy(dir.path().join(JOURNAL_FILE), copy.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(replay(&copy.path().join(JOURNAL_FILE)).unwrap(), vec![rec("b", 2, 6)]);
     }
 
     #[tokio::test]

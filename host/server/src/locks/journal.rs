@@ -194,17 +194,19 @@ impl Writer {
                     }
                 }
             });
+            // Answer first: what follows is the compaction's bookkeeping.
+            for m in batch.iter_mut() {
+                if let Some((_, done)) = m.done.take() {
+                    let _ = done.send(result.clone());
+                }
+            }
             if result.is_ok() {
                 let now = Instant::now();
                 for m in &batch {
                     self.apply(&m.change, now);
                 }
             }
-            for m in batch.drain(..) {
-                if let Some((_, done)) = m.done {
-                    let _ = done.send(result.clone());
-                }
-            }
+            batch.clear();
             if result.is_ok()
                 && self.file.as_ref().is_some_and(|f| f.len() >= COMPACT_MIN_BYTES.max(4 * self.live_bytes))
                 && let Err(e) = self.compact()

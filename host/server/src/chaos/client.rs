@@ -149,8 +149,12 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
         };
         let answer = send(http.post(format!("{}/v1/locks/acquire", cfg.locks_url)).json(&body)).await;
         let granted = settle(&mut op, answer).and_then(|b| serde_json::from_value::<AcquireResponse>(b).ok());
-        let grant = granted.filter(|g| g.lock_acquired).and_then(|g| Some((g.fencing_token?, g.lock_token?)));
-        if let Some((token, lease_id)) = &grant {
+        // The lease as granted: a lock service may round the requested one up
+        // (etcd grants whole seconds, at least two).
+        let grant = granted
+            .filter(|g| g.lock_acquired)
+            .and_then(|g| Some((g.fencing_token?, g.lock_token?, g.lease_duration_ms.unwrap_or(lease))));
+        if let Some((token, lease_id, _)) = &grant {
             op.token = Some(*token);
             op.lock_token = Some(lease_id.clone());
         } else if op.outcome == Outcome::Ok {
@@ -158,14 +162,15 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             op.reason = Some("not_acquired".into());
         }
         history.write(&Record::Op(op))?;
-        let Some((token, lease_id)) = grant else {
+        let Some((token, lease_id, granted_ms)) = grant else {
             tokio::time::sleep(Duration::from_millis(rng.random_range(10..100))).await;
             continue;
         };
         for seq in 1..=rng.random_range(1..=4u64) {
-            // Sometimes stall: a slow holder whose lease runs out mid-work.
+            // Sometimes stall: a slow holder whose lease runs out mid-work (a
+            // third of the stalls outlast the granted lease).
             if rng.random_bool(0.15) {
-                tokio::time::sleep(Duration::from_millis(rng.random_range(0..=lease * 3 / 2))).await;
+                tokio::time::sleep(Duration::from_millis(rng.random_range(0..=granted_ms * 3 / 2))).await;
             }
             let unique = format!("{}/{token}/{seq}", cfg.id);
             let (file, mutation, value) = match rng.random_range(0..10) {

@@ -12,12 +12,13 @@
 //! - Exclusion across restarts: a grant is acknowledged only once the
 //!   journal holds it durably, and a release once it is written to the
 //!   journal's file (synced right after; see `journal.rs` for why a release
-//!   lost with the machine is safe). A restart restores every lease the journal holds, with its
-//!   lease id and token, re-armed for its full duration from the restart.
-//!   A holder's own deadline (last renewal + duration, on its clock) ends
-//!   before the restored one (restart + duration), so no lease from before
-//!   the restart can still be running when the lock is next granted. Locks
-//!   the journal does not hold are free at once.
+//!   lost with the machine is safe). A restart restores every lease the
+//!   journal holds, with its lease id and token, re-armed for its full
+//!   duration from the restart. A holder's own deadline (last renewal +
+//!   duration, on its clock) ends before the restored one (restart +
+//!   duration), so no lease from before the restart can still be running
+//!   when the lock is next granted. Locks the journal does not hold are free
+//!   at once.
 //! - A data directory with a clock but no journal (written by a version
 //!   without one) gets the old rule once: every acquisition waits out the
 //!   longest lease ever granted.

@@ -414,10 +414,6 @@ mod tests {
         let (j, _) = Journal::open(dir.path()).unwrap();
         j.append(Change::Hold(rec("a", 1, 5))).await.unwrap().unwrap();
         j.append(Change::Hold(rec("b", 2, 6))).await.unwrap().unwrap();
-        for _ in 0..20 {
-            // Renewals queued ahead of the release share its batch or precede it.
-            j.append_unacknowledged(Change::Renew { name: "b".into(), lease: 2, lease_ms: 60_000 });
-        }
         j.append_written(Change::Release { name: "a".into(), lease: 1 }).await.unwrap().unwrap();
         // What a process killed now leaves behind: the file as the kernel has it.
         let copy = tempfile::tempdir().unwrap();

@@ -135,6 +135,7 @@ fn try_write(
         token: signed(unsigned("token", required("token", token))),
         sequence: sequence.map(|s| signed(unsigned("sequence", s))),
         policy: self::policy(required("policy", policy)),
+        carrier: None,
     };
     TableIterator::once(match write::write(&presented) {
         write::Outcome::Admitted { high_water, sequence, new_term } => {
@@ -147,6 +148,9 @@ fn try_write(
         write::Outcome::Failed { failure, fence } => {
             let (lock, hw, seq) = fence.map(|f| (Some(f.lock), Some(f.high_water), f.sequence)).unwrap_or_default();
             (false, Some("guard_failure".to_owned()), hw, seq, false, lock, Some(failure))
+        }
+        write::Outcome::CarriedBy(table) | write::Outcome::CarriedHere(table) => {
+            write::refuse_carried(presented.resource, table)
         }
     })
 }

@@ -9,9 +9,10 @@
 //! statement with its own SQLSTATE (class `FN`). `docs/postgres.md` is the
 //! user's guide; `sql/fencing.sql` is the SQL surface.
 //!
-//! The write path is Rust (it runs for every protected row); everything that
-//! raises a fencing SQLSTATE is PL/pgSQL, because PostgreSQL errors raised
-//! from Rust can carry only the SQLSTATEs PostgreSQL itself defines.
+//! The write path is Rust (it runs for every protected row). pgrx reports
+//! errors raised in Rust with PostgreSQL's own SQLSTATEs only, so the row
+//! trigger raises its refusals through `raise.rs`, and the SQL functions
+//! raise theirs in PL/pgSQL.
 //!
 //! # Layout
 //! - `settings.rs`: the `fencing.*` settings (the plugin path and cache
@@ -22,19 +23,22 @@
 //! - `write.rs`: one write against its resource's fence (lock the fence row,
 //!   recognise the same write, decide, raise the fence), the one
 //!   implementation behind the trigger and `fencing.try_write`.
-//! - `trigger.rs`: the row trigger: what a row presents, and the refusal it
-//!   leaves for the PL/pgSQL trigger that raises it.
+//! - `trigger.rs`: the row trigger: what a row presents, the fence it is
+//!   decided against (the fence row, or for `fence_in_row` the row itself),
+//!   and its refusal.
+//! - `raise.rs`: raising a refusal with its own SQLSTATE from the trigger.
 //! - `functions.rs`: the other SQL-callable functions written in Rust
 //!   (`fencing._decide`, `fencing._try_write`, `fencing.guard_info`,
 //!   `fencing.guard_stats`).
 //! - `sql/fencing.sql`: tables, `fencing.admit`, `fencing.try_write` and
-//!   `fencing.check`, the refusal SQLSTATEs, `fencing.protect`/`unprotect`,
-//!   the operator's reset and its record.
+//!   `fencing.check`, the refusal SQLSTATEs, `fencing.protect`/`unprotect`
+//!   (and a fence-in-row table's claims), the operator's reset and its record.
 
 use pgrx::prelude::*;
 
 mod functions;
 mod guard;
+mod raise;
 mod settings;
 mod trigger;
 mod write;

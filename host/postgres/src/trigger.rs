@@ -1,15 +1,23 @@
 //! The row trigger of a protected table.
 //!
-//! `fencing_guard_a` (this file, `BEFORE INSERT OR UPDATE OR DELETE FOR EACH
-//! ROW`, arguments: resource, token, lock and sequence columns, policy) finds
-//! what the row presents, runs the write against its resource's fence
-//! (`write.rs`) and, on a refusal, leaves it pending. `fencing_guard_b`
-//! (PL/pgSQL, `sql/fencing.sql`) comes right after it for the same row (row
-//! triggers fire in name order); its `WHEN (fencing._refusal_pending())` lets
-//! it run only when a refusal is pending, and it raises that refusal with its
-//! SQLSTATE: errors raised from Rust can carry only PostgreSQL's own
-//! SQLSTATEs. Every `a` starts by clearing what an earlier row left, so a
-//! `b` only ever sees its own row's refusal.
+//! `fencing_guard_a` (`BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW`,
+//! function `fencing._guard_row`, arguments: resource, token, lock and
+//! sequence columns, policy, and where the fences live) finds what the row
+//! presents and runs the write against its resource's fence: the fence row
+//! in `fencing.fences` (`write.rs`), or, for a table protected with
+//! `fence_in_row`, the fence the old row carries. A refusal is raised with
+//! its own SQLSTATE by the C entry point [`fencing_guard_row`] once the
+//! decision's Rust values are gone (`raise.rs`).
+//!
+//! A fence-in-row table (its resource column unique on its own) keeps each
+//! resource's fence in the resource's row: the token column is the
+//! high-water mark, the lock column (else the resource's name) the lock, the
+//! sequence column the last sequence. An UPDATE that keeps the resource is
+//! decided against the old row, which the UPDATE has locked and which READ
+//! COMMITTED re-reads if a concurrent write committed first, so it touches
+//! no other table. An INSERT claims the resource in `fencing.fences`
+//! (deciding against a fence left by an earlier row), a DELETE gives the mark
+//! back there, and a row that moves to another resource does both.
 //!
 //! Where a row's values come from (see docs/postgres.md):
 //! - token: INSERT, and UPDATE whose SET list names the token column: the
@@ -21,14 +29,18 @@
 //!   `fencing.sequence`.
 
 use crate::functions::{bad_argument, policy, unsigned};
+use crate::raise::{self, Raised};
 use crate::{settings, write};
+use fencing_runtime::Policy;
 use pgrx::prelude::*;
 use pgrx::{PgTrigger, PgTriggerError};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::num::NonZeroUsize;
+use std::rc::Rc;
 
-/// A refusal waiting for `fencing_guard_b`.
+/// A refusal waiting to be raised by [`fencing_guard_row`].
 #[derive(Clone)]
 struct Refusal {
     reason: String,
@@ -49,6 +61,8 @@ thread_local! {
 struct Column {
     attnum: i16,
     type_oid: pg_sys::Oid,
+    /// The type is passed by value (`typbyval`).
+    byval: bool,
 }
 
 struct Row {
@@ -63,9 +77,15 @@ impl Row {
         unsafe { pgrx::heap_getattr_raw(self.tuple, attnum, self.desc) }
     }
 
-    /// The value as text, by its type's output function.
+    /// The value as text, by its type's output function (integers and text directly).
     fn text(&self, c: Column) -> Option<String> {
         let datum = self.datum(c)?;
+        match c.type_oid {
+            pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID => return self.int(c).map(|v| v.to_string()),
+            // SAFETY: a non-null text value of the row.
+            pg_sys::TEXTOID | pg_sys::VARCHAROID => return unsafe { String::from_datum(datum, false) },
+            _ => {}
+        }
         let (mut out, mut varlena) = (pg_sys::Oid::INVALID, false);
         // SAFETY: `datum` is a non-null value of `c.type_oid`.
         unsafe {
@@ -73,6 +93,12 @@ impl Row {
             let text = pg_sys::OidOutputFunctionCall(out, datum);
             Some(CStr::from_ptr(text).to_string_lossy().into_owned())
         }
+    }
+
+    /// Whether a by-value column holds the same value in both rows (`false`
+    /// for other types: the caller compares their text).
+    fn same(&self, other: &Row, c: Column) -> bool {
+        c.byval && self.datum(c).map(|d| d.value()) == other.datum(c).map(|d| d.value())
     }
 
     /// An integer column (smallint, integer or bigint; `protect` checked the type).
@@ -101,7 +127,73 @@ fn column(relid: pg_sys::Oid, name: &str) -> Option<Column> {
     }
     // SAFETY: as above; the attribute exists.
     let type_oid = unsafe { pg_sys::get_atttype(relid, attnum) };
-    Some(Column { attnum, type_oid })
+    // SAFETY: a syscache lookup of an existing type.
+    let byval = unsafe { pg_sys::get_typbyval(type_oid) };
+    Some(Column { attnum, type_oid, byval })
+}
+
+/// A trigger's arguments, resolved against its table's columns.
+struct Setup {
+    /// The resource, token, lock and sequence column names ("": none).
+    names: [String; 4],
+    resource: Column,
+    token: Column,
+    lock: Option<Column>,
+    sequence: Option<Column>,
+    policy: Policy,
+    /// The table carries its fences in its rows (`fence_in_row`).
+    in_row: bool,
+}
+
+thread_local! {
+    /// Setups by trigger OID: a trigger's arguments never change, and each
+    /// use checks the columns against the table's current descriptor.
+    static SETUPS: RefCell<HashMap<pg_sys::Oid, Rc<Setup>>> = RefCell::new(HashMap::new());
+}
+
+impl Setup {
+    /// Whether every column is still where, and of the type, it was.
+    fn matches(&self, desc: pg_sys::TupleDesc) -> bool {
+        // SAFETY: the descriptor belongs to the firing relation; `natts` entries follow it.
+        let attrs = unsafe { (*desc).attrs.as_slice((*desc).natts as usize) };
+        let columns = [Some(self.resource), Some(self.token), self.lock, self.sequence];
+        columns.iter().zip(&self.names).all(|(c, name)| match c {
+            None => true,
+            Some(c) => attrs.get(c.attnum as usize - 1).is_some_and(|a| {
+                // SAFETY: attname is a NUL-terminated NameData.
+                let attname = unsafe { CStr::from_ptr(a.attname.data.as_ptr()) };
+                !a.attisdropped && a.atttypid == c.type_oid && attname.to_bytes() == name.as_bytes()
+            }),
+        })
+    }
+}
+
+/// The firing trigger's setup, resolved once per backend.
+fn setup(trigger: &PgTrigger<'_>, relid: pg_sys::Oid, desc: pg_sys::TupleDesc) -> Result<Rc<Setup>, PgTriggerError> {
+    // SAFETY: the trigger description belongs to the firing trigger.
+    let oid = unsafe { (*trigger.trigger_data().tg_trigger).tgoid };
+    if let Some(s) = SETUPS.with(|m| m.borrow().get(&oid).cloned())
+        && s.matches(desc)
+    {
+        return Ok(s);
+    }
+    let args = trigger.extra_args()?;
+    let (names, policy_name, in_row) = match &args[..] {
+        [r, t, l, s, p] => ([r, t, l, s], p, false),
+        [r, t, l, s, p, mode] => ([r, t, l, s], p, mode == "row"),
+        _ => bad_argument(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "fencing: protect the table again".into()),
+    };
+    let setup = Rc::new(Setup {
+        resource: column(relid, names[0]).expect("the resource column is required"),
+        token: column(relid, names[1]).expect("the token column is required"),
+        lock: column(relid, names[2]),
+        sequence: column(relid, names[3]),
+        policy: policy(policy_name),
+        in_row,
+        names: names.map(String::clone),
+    });
+    SETUPS.with(|m| m.borrow_mut().insert(oid, setup.clone()));
+    Ok(setup)
 }
 
 /// A decimal setting as a token or sequence.
@@ -122,21 +214,57 @@ fn setting_number(name: &str, value: Option<String>) -> Option<i64> {
     }
 }
 
-#[pg_trigger]
-fn _guard_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<Option<PgHeapTuple<'a, impl WhoAllocated>>, PgTriggerError> {
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_fencing_guard_row() -> &'static pg_sys::Pg_finfo_record {
+    const V1: &pg_sys::Pg_finfo_record = &pg_sys::Pg_finfo_record { api_version: 1 };
+    V1
+}
+
+/// `fencing._guard_row()`, called by PostgreSQL for every row of a protected
+/// table. The decision runs under pgrx's guard (a panic or a PostgreSQL
+/// error inside becomes this statement's ERROR); a refusal comes back as
+/// plain pointers and is raised here, where nothing is left to drop.
+///
+/// # Safety
+/// Called by PostgreSQL's function manager as a trigger function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn fencing_guard_row(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the guard runs the closure and reports its panics as ERRORs.
+    let (datum, refused) = unsafe { pg_sys::submodules::panic::pgrx_extern_c_guard(move || fire(fcinfo)) };
+    if let Some(refused) = refused {
+        // SAFETY: `fire` returned; this frame holds only plain values.
+        unsafe { raise::refusal(refused) }
+    }
+    datum
+}
+
+/// Runs the trigger for one row: the tuple to store, or the refusal to raise.
+fn fire(fcinfo: pg_sys::FunctionCallInfo) -> (pg_sys::Datum, Option<Raised>) {
+    // SAFETY: PostgreSQL passes a valid fcinfo to a trigger function.
+    let fcinfo = unsafe { fcinfo.as_ref() }.expect("fcinfo is not NULL");
+    // SAFETY: as above; from_fcinfo checks that this is a trigger call.
+    let trigger = unsafe { PgTrigger::from_fcinfo(fcinfo) }
+        .unwrap_or_else(|e| bad_argument(PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, e.to_string()));
+    let datum = guard_row(&trigger).unwrap_or_else(|e| {
+        bad_argument(PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, format!("fencing: {e}"))
+    });
+    match PENDING.with(|p| p.borrow_mut().take()) {
+        Some(refusal) => (pg_sys::Datum::from(0), Some(refusal.raised())),
+        None => (datum, None),
+    }
+}
+
+/// The row's decision; on a refusal, [`PENDING`] holds it.
+fn guard_row(trigger: &PgTrigger<'_>) -> Result<pg_sys::Datum, PgTriggerError> {
     PENDING.with(|p| p.borrow_mut().take());
-    let args = trigger.extra_args()?;
-    let [resource_col, token_col, lock_col, seq_col, policy_name] = &args[..] else {
-        bad_argument(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "fencing: protect the table again".into());
-    };
     let data = trigger.trigger_data();
     let op = trigger.op()?;
     // SAFETY: the relation belongs to the firing trigger.
     let (relid, desc) = unsafe { ((*data.tg_relation).rd_id, (*data.tg_relation).rd_att) };
-    let resource_c = column(relid, resource_col).expect("the resource column is required");
-    let token_c = column(relid, token_col).expect("the token column is required");
-    let (lock_c, seq_c) = (column(relid, lock_col), column(relid, seq_col));
-    let policy = policy(policy_name);
+    let setup = setup(trigger, relid, desc)?;
+    let Setup { resource: resource_c, token: token_c, lock: lock_c, sequence: seq_c, policy, in_row, .. } = *setup;
+    let [resource_col, token_col, _, seq_col] = &setup.names;
     let (token_setting, lock_setting, seq_setting) = settings::presented();
 
     let (insert, update) = (matches!(op, PgTriggerOperation::Insert), matches!(op, PgTriggerOperation::Update));
@@ -169,9 +297,10 @@ fn _guard_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<Option<PgHeapTuple<'a, i
     let Some(resource) = subject.text(resource_c) else {
         bad_argument(PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION, format!("fencing: {resource_col} is NULL"));
     };
-    let lock = lock_setting.or_else(|| lock_c.and_then(|c| subject.text(c))).unwrap_or_else(|| resource.clone());
+    let row_lock = lock_c.and_then(|c| subject.text(c));
+    let lock = lock_setting.clone().or_else(|| row_lock.clone()).unwrap_or_else(|| resource.clone());
     let row_seq = if new.is_some() { seq_c.and_then(|c| new.as_ref().and_then(|n| n.int(c))) } else { None };
-    let sequence = row_seq.or_else(|| setting_number("fencing.sequence", seq_setting));
+    let sequence = row_seq.or_else(|| setting_number("fencing.sequence", seq_setting.clone()));
     let sequence = sequence.map(|s| unsigned("sequence", s) as i64);
     for (what, value) in [("resource", &resource), ("lock", &lock)] {
         if value.is_empty() || value.len() > write::MAX_NAME {
@@ -181,15 +310,29 @@ fn _guard_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<Option<PgHeapTuple<'a, i
             );
         }
     }
+    if in_row {
+        cannot_carry(
+            lock_c.is_none() && lock_setting.as_deref().is_some_and(|l| l != resource),
+            "fencing.lock",
+            "lock",
+        );
+        cannot_carry(seq_c.is_none() && seq_setting.is_some(), "fencing.sequence", "sequence");
+    }
 
     // A row that moves to another resource writes the one it leaves too.
     let mut resources = vec![resource.clone()];
-    if let (true, Some(old_resource)) = (update, old.text(resource_c))
+    if update
+        && !old.same(new.as_ref().unwrap_or(&old), resource_c)
+        && let Some(old_resource) = old.text(resource_c)
         && old_resource != resource
     {
         resources.insert(0, old_resource);
     }
-    for r in &resources {
+    let moved = resources.len() == 2;
+    let columns = FenceColumns { token: token_c, lock: lock_c, sequence: seq_c };
+    for (i, r) in resources.iter().enumerate() {
+        // Without a lock column, a resource's lock is its own name.
+        let lock = if lock_setting.is_none() && lock_c.is_none() { r.clone() } else { lock.clone() };
         let refusal = |reason: &str, fence, failure| Refusal {
             reason: reason.to_owned(),
             resource: r.clone(),
@@ -203,9 +346,27 @@ fn _guard_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<Option<PgHeapTuple<'a, i
             PENDING.with(|p| *p.borrow_mut() = Some(refusal("no_token", None, None)));
             break;
         };
-        let presented = write::Presented { resource: r, lock: &lock, token: t, sequence, policy };
-        match write::write(&presented) {
+        let leaving = !insert && (!update || (moved && i == 0));
+        let in_place = update && !moved;
+        let presented =
+            write::Presented { resource: r, lock: &lock, token: t, sequence, policy, carrier: in_row.then_some(relid) };
+        let outcome = if in_row && (leaving || in_place) {
+            // The old row is locked by this statement and holds the latest committed fence.
+            let outcome = decide_in_row(&old, &columns, &presented);
+            if let (true, write::Outcome::Admitted { high_water, sequence, .. }) = (leaving, &outcome) {
+                write::release(
+                    r,
+                    &write::FenceRow { lock: lock.clone(), high_water: *high_water, sequence: *sequence },
+                );
+            }
+            outcome
+        } else {
+            write::write(&presented)
+        };
+        match outcome {
             write::Outcome::Admitted { .. } => {}
+            write::Outcome::CarriedHere(_) if in_row => {}
+            write::Outcome::CarriedBy(table) | write::Outcome::CarriedHere(table) => write::refuse_carried(r, table),
             write::Outcome::Refused { reason, fence } => {
                 PENDING.with(|p| *p.borrow_mut() = Some(refusal(reason, fence, None)));
                 break;
@@ -217,61 +378,155 @@ fn _guard_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<Option<PgHeapTuple<'a, i
         }
     }
 
-    Ok(match new {
-        None => trigger.old().map(|t| t.into_owned()),
-        Some(_) => {
-            let mut tuple = trigger.new().map(|t| t.into_owned());
-            if let (true, Some(t), Some(tuple)) = (from_setting, token, tuple.as_mut()) {
-                // The row records the token that wrote it.
-                let attnum = NonZeroUsize::new(token_c.attnum as usize).expect("a user column");
-                fn out_of_range(t: i64, column: &str) -> ! {
-                    bad_argument(
-                        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-                        format!("fencing: token {t} does not fit the {column} column"),
-                    )
-                }
-                let stored = match token_c.type_oid {
-                    pg_sys::INT2OID => {
-                        tuple.set_by_index(attnum, i16::try_from(t).unwrap_or_else(|_| out_of_range(t, token_col)))
-                    }
-                    pg_sys::INT4OID => {
-                        tuple.set_by_index(attnum, i32::try_from(t).unwrap_or_else(|_| out_of_range(t, token_col)))
-                    }
-                    _ => tuple.set_by_index(attnum, t),
-                };
-                stored.expect("the token column accepts its own type");
+    // The row as it came, unless it must record what wrote it: a token from
+    // the setting, and for a fence in row the lock and sequence too.
+    let as_came = pg_sys::Datum::from(if update { data.tg_newtuple } else { data.tg_trigtuple });
+    let admitted = PENDING.with(|p| p.borrow().is_none());
+    let (Some(_), Some(t), true) = (&new, token, admitted) else { return Ok(as_came) };
+    let set_lock = in_row && lock_c.is_some() && row_lock.as_deref() != Some(lock.as_str());
+    let set_seq = in_row && seq_c.is_some() && sequence.is_some() && row_seq != sequence;
+    if !(from_setting || set_lock || set_seq) {
+        return Ok(as_came);
+    }
+    let mut tuple = trigger.new().expect("a new row").into_owned();
+    if from_setting {
+        set_int(&mut tuple, token_c, t, token_col);
+    }
+    if let (true, Some(c)) = (set_lock, lock_c) {
+        let attnum = NonZeroUsize::new(c.attnum as usize).expect("a user column");
+        tuple.set_by_index(attnum, lock.as_str()).expect("the lock column is text");
+    }
+    if let (true, Some(c), Some(s)) = (set_seq, seq_c, sequence) {
+        set_int(&mut tuple, c, s, seq_col);
+    }
+    Ok(tuple.into_trigger_datum().unwrap_or(pg_sys::Datum::from(0)))
+}
+
+/// The columns of a row that carries its resource's fence (fence in row).
+struct FenceColumns {
+    token: Column,
+    lock: Option<Column>,
+    sequence: Option<Column>,
+}
+
+/// Refuses a setting a fence-in-row table has no column to keep.
+fn cannot_carry(refused: bool, setting: &str, what: &str) {
+    if refused {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "fencing: this table keeps its fences in its rows and has no {what} column, \
+                 so {setting} cannot be carried; protect it with a {what} column, or without fence_in_row"
+            ),
+        );
+    }
+}
+
+/// Decides a write to a fence-in-row table against the fence its old row
+/// carries (no token: no write was admitted yet). The same write again in
+/// the transaction that made the row is admitted without a decision.
+fn decide_in_row(old: &Row, c: &FenceColumns, p: &write::Presented) -> write::Outcome {
+    let fence = old.int(c.token).map(|high_water| write::FenceRow {
+        lock: c.lock.and_then(|l| old.text(l)).unwrap_or_else(|| p.resource.to_owned()),
+        high_water,
+        sequence: c.sequence.and_then(|s| old.int(s)),
+    });
+    if let Some(f) = &fence {
+        let same = f.lock == p.lock && f.high_water == p.token && f.sequence == p.sequence;
+        // SAFETY: the old tuple belongs to the firing trigger; a plain query of the transaction state.
+        if same
+            && unsafe {
+                pg_sys::TransactionIdIsCurrentTransactionId(pg_sys::HeapTupleHeaderGetXmin((*old.tuple).t_data))
             }
-            tuple
+        {
+            return write::Outcome::Admitted { high_water: p.token, sequence: p.sequence, new_term: false };
         }
-    })
+    }
+    write::decide(fence, p)
 }
 
-/// Whether `fencing_guard_a` left a refusal for this row.
-#[pg_extern(name = "_refusal_pending", parallel_unsafe)]
-fn refusal_pending() -> bool {
-    PENDING.with(|p| p.borrow().is_some())
+/// Stores `value` in an integer column of its own width.
+fn set_int(tuple: &mut PgHeapTuple<'_, AllocatedByRust>, c: Column, value: i64, name: &str) {
+    let attnum = NonZeroUsize::new(c.attnum as usize).expect("a user column");
+    let out_of_range = || -> ! {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("fencing: {value} does not fit the {name} column"),
+        )
+    };
+    let stored = match c.type_oid {
+        pg_sys::INT2OID => tuple.set_by_index(attnum, i16::try_from(value).unwrap_or_else(|_| out_of_range())),
+        pg_sys::INT4OID => tuple.set_by_index(attnum, i32::try_from(value).unwrap_or_else(|_| out_of_range())),
+        _ => tuple.set_by_index(attnum, value),
+    };
+    stored.expect("the column accepts its own type");
 }
 
-/// Takes the pending refusal (no row when there is none).
-#[allow(clippy::type_complexity)]
-#[pg_extern(name = "_take_refusal", parallel_unsafe)]
-fn take_refusal() -> TableIterator<
-    'static,
-    (
-        name!(reason, String),
-        name!(resource, String),
-        name!(lock, String),
-        name!(token, Option<i64>),
-        name!(sequence, Option<i64>),
-        name!(fence_lock, Option<String>),
-        name!(high_water, Option<i64>),
-        name!(last_sequence, Option<i64>),
-        name!(failure, Option<String>),
-    ),
-> {
-    let taken = PENDING.with(|p| p.borrow_mut().take());
-    TableIterator::new(taken.into_iter().map(|r| {
-        let (fl, hw, ls) = r.fence.map(|f| (Some(f.lock), Some(f.high_water), f.sequence)).unwrap_or_default();
-        (r.reason, r.resource, r.lock, r.token, r.sequence, fl, hw, ls, r.failure)
-    }))
+impl Refusal {
+    /// The refusal's SQLSTATE, message and JSON evidence, in PostgreSQL's memory.
+    fn raised(&self) -> Raised {
+        let (token, resource) = (opt(self.token), &self.resource);
+        let (fence_lock, high_water, last_sequence) = match &self.fence {
+            Some(f) => (Some(f.lock.clone()), Some(f.high_water), f.sequence),
+            None => (None, None, None),
+        };
+        let (state, message): (&[u8; 5], String) = match self.reason.as_str() {
+            "stale_token" => (
+                b"FN001",
+                format!(
+                    "fencing: stale token {token} for {resource}: a newer token ({}) has written it",
+                    opt(high_water)
+                ),
+            ),
+            "token_reused" => (
+                b"FN002",
+                format!("fencing: token {token} for {resource} was already used (strictly-increasing policy)"),
+            ),
+            "wrong_lock" => (
+                b"FN003",
+                format!(
+                    "fencing: {resource} is bound to lock {}, not {}",
+                    fence_lock.as_deref().unwrap_or(""),
+                    self.lock
+                ),
+            ),
+            "invalid_token" => {
+                (b"FN004", format!("fencing: token {token} for {resource} is invalid (tokens start at 1)"))
+            }
+            "no_token" => (
+                b"FN004",
+                format!("fencing: no token presented for {resource}: set the token column, or SET LOCAL fencing.token"),
+            ),
+            "sequence_regressed" => (
+                b"FN005",
+                format!(
+                    "fencing: sequence {} under token {token} for {resource} does not advance past {}",
+                    opt(self.sequence),
+                    opt(last_sequence)
+                ),
+            ),
+            _ => (
+                b"FN010",
+                format!(
+                    "fencing: the guard could not decide the write to {resource} ({}); the write is refused",
+                    self.failure.as_deref().unwrap_or("")
+                ),
+            ),
+        };
+        let reason = match self.reason.as_str() {
+            "no_token" => "invalid_token",
+            r => r,
+        };
+        let detail = serde_json::json!({
+            "reason": reason, "resource": resource, "lock": self.lock, "presented": self.token,
+            "sequence": self.sequence, "fence_lock": fence_lock, "high_water": high_water,
+            "last_sequence": last_sequence, "failure": self.failure,
+        });
+        Raised::new(state, &message, &detail.to_string())
+    }
+}
+
+/// A number for a message, `none` when absent.
+fn opt(v: Option<i64>) -> String {
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }

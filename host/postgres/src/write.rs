@@ -18,6 +18,13 @@
 //! When no fence row exists the component decides against none and the row
 //! is INSERTed; if a concurrent first write wins the INSERT, start over.
 //!
+//! A fence row whose `carrier` names a table is a claim: that table keeps
+//! its fences in its rows (`trigger.rs`, fence in row), so the mark is in
+//! the table's row for the resource, not here. Such a resource is written
+//! only through its carrier: any other write ends as [`Outcome::CarriedBy`].
+//! The carrier's INSERTs claim a resource through [`write`] (its presented
+//! `carrier`), and its DELETEs give the mark back through [`release`].
+//!
 //! The fence table belongs to the extension's owner and ordinary roles may
 //! not change it, so steps 1 and 4 run as that owner, the way a SECURITY
 //! DEFINER function would; the role is restored on every exit, and by
@@ -38,6 +45,9 @@ pub struct Presented<'a> {
     pub token: i64,
     pub sequence: Option<i64>,
     pub policy: Policy,
+    /// The fence-in-row table whose row will carry this resource's fence
+    /// (its INSERT claims the resource); `None` for every other write.
+    pub carrier: Option<pg_sys::Oid>,
 }
 
 /// The fence a write was decided against.
@@ -57,6 +67,12 @@ pub enum Outcome {
     Refused { reason: &'static str, fence: Option<FenceRow> },
     /// The component could not decide (`reason: message`); the write is refused.
     Failed { failure: String, fence: Option<FenceRow> },
+    /// The resource's fence is carried by the rows of this table; nothing changed.
+    CarriedBy(pg_sys::Oid),
+    /// The presented carrier (this table) already carries the resource: a
+    /// row of it has the resource. Nothing was decided here; the table's
+    /// unique key refuses the second row (or an upsert updates the first).
+    CarriedHere(pg_sys::Oid),
 }
 
 /// The longest resource or lock name.
@@ -65,6 +81,7 @@ pub const MAX_NAME: usize = 1024;
 struct Plans {
     raise: OwnedPreparedStatement,
     insert: OwnedPreparedStatement,
+    release: OwnedPreparedStatement,
     owner: pg_sys::Oid,
 }
 
@@ -72,6 +89,14 @@ struct Plans {
 enum Decided {
     Outcome(Outcome),
     SameWrite,
+}
+
+fn oid_of(v: Option<i64>) -> Option<pg_sys::Oid> {
+    v.and_then(|v| u32::try_from(v).ok()).map(pg_sys::Oid::from)
+}
+
+fn int_of(oid: Option<pg_sys::Oid>) -> Option<i64> {
+    oid.map(|o| i64::from(o.to_u32()))
 }
 
 thread_local! {
@@ -93,14 +118,24 @@ fn prepare(client: &SpiClient<'_>) -> Plans {
         .expect("relowner is never null");
     Plans {
         raise: keep(
-            "UPDATE fencing.fences f SET lock = $2, high_water = $3, sequence = $4, updated_at = pg_catalog.now() \
+            "UPDATE fencing.fences f SET lock = $2, high_water = $3, sequence = $4, \
+             carrier = $6::pg_catalog.oid::pg_catalog.regclass, updated_at = pg_catalog.now() \
              WHERE f.resource = $1 \
-             AND fencing._admits(f.resource, f.lock, f.high_water, f.sequence, f.xmin::text::bigint, $1, $2, $3, $4, $5)",
-            &[text, text, int8, int8, text],
+             AND fencing._admits(f.resource, f.lock, f.high_water, f.sequence, f.xmin::text::bigint, \
+                                 f.carrier::pg_catalog.oid::pg_catalog.int8, $1, $2, $3, $4, $5, $6)",
+            &[text, text, int8, int8, text, int8],
         ),
         insert: keep(
-            "INSERT INTO fencing.fences (resource, lock, high_water, sequence) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO fencing.fences (resource, lock, high_water, sequence, carrier) \
+             VALUES ($1, $2, $3, $4, $5::pg_catalog.oid::pg_catalog.regclass) \
              ON CONFLICT ON CONSTRAINT fences_pkey DO NOTHING",
+            &[text, text, int8, int8, int8],
+        ),
+        release: keep(
+            "INSERT INTO fencing.fences AS f (resource, lock, high_water, sequence) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT ON CONSTRAINT fences_pkey DO UPDATE SET lock = EXCLUDED.lock, \
+             high_water = EXCLUDED.high_water, sequence = EXCLUDED.sequence, carrier = NULL, \
+             updated_at = pg_catalog.now()",
             &[text, text, int8, int8],
         ),
         owner,
@@ -142,7 +177,7 @@ fn fence_of(f: &FenceRow) -> Fence {
 }
 
 /// The component's decision of `p` against `fence`, as an [`Outcome`].
-fn decide(fence: Option<FenceRow>, p: &Presented) -> Outcome {
+pub fn decide(fence: Option<FenceRow>, p: &Presented) -> Outcome {
     let presented = Sequencer { lock: p.lock.to_owned(), token: u(p.token), sequence: p.sequence.map(u) };
     match guard::decide(fence.as_ref().map(fence_of).as_ref(), &presented, p.policy) {
         Err(failure) => Outcome::Failed { failure, fence },
@@ -156,18 +191,14 @@ fn decide(fence: Option<FenceRow>, p: &Presented) -> Outcome {
 /// Decides `p` against its resource's fence and, on admission, raises the fence.
 pub fn write(p: &Presented) -> Outcome {
     Spi::connect_mut(|client| {
-        let (raise_plan, insert_plan, owner) = PLANS.with(|cell| {
-            let mut cell = cell.borrow_mut();
-            let plans = cell.get_or_insert_with(|| prepare(client));
-            // SAFETY: kept plans live for the backend; the references do not outlive this call.
-            let plans: &'static Plans = unsafe { &*(plans as *const Plans) };
-            (&plans.raise, &plans.insert, plans.owner)
-        });
+        let (raise_plan, insert_plan, owner) = with_plans(client, |plans| (&plans.raise, &plans.insert, plans.owner));
         let _owner = AsOwner::new(owner);
         let policy = p.policy.name();
+        let carrier = int_of(p.carrier);
         loop {
             LAST.with(|l| l.borrow_mut().take());
-            let args = [p.resource.into(), p.lock.into(), p.token.into(), p.sequence.into(), policy.into()];
+            let args =
+                [p.resource.into(), p.lock.into(), p.token.into(), p.sequence.into(), policy.into(), carrier.into()];
             client.update(raise_plan, None, &args).expect("raise the fence");
             match LAST.with(|l| l.borrow_mut().take()) {
                 Some(Decided::SameWrite) => {
@@ -179,12 +210,62 @@ pub fn write(p: &Presented) -> Outcome {
             // No fence yet: the first write binds the resource.
             let outcome = decide(None, p);
             let Outcome::Admitted { high_water, sequence, .. } = outcome else { return outcome };
-            let args = [p.resource.into(), p.lock.into(), high_water.into(), sequence.into()];
+            let args = [p.resource.into(), p.lock.into(), high_water.into(), sequence.into(), carrier.into()];
             if !client.update(insert_plan, None, &args).expect("create the fence").is_empty() {
                 return outcome;
             }
             // A concurrent first write committed meanwhile: decide against its fence.
         }
+    })
+}
+
+/// Gives a carried resource's fence back to `fencing.fences` (its carrier's
+/// row is deleted, or leaves the resource): the fence row now holds the mark
+/// and no carrier.
+pub fn release(resource: &str, fence: &FenceRow) {
+    Spi::connect_mut(|client| {
+        let (plan, owner) = with_plans(client, |plans| (&plans.release, plans.owner));
+        let _owner = AsOwner::new(owner);
+        let args = [resource.into(), fence.lock.as_str().into(), fence.high_water.into(), fence.sequence.into()];
+        client.update(plan, None, &args).expect("release the fence");
+    })
+}
+
+/// Fails the statement: `resource` is written only through the table whose
+/// rows carry its fence.
+pub fn refuse_carried(resource: &str, carrier: pg_sys::Oid) -> ! {
+    // SAFETY: a syscache lookup; NULL when the table is gone.
+    let table = unsafe {
+        let name = pg_sys::get_rel_name(carrier);
+        (!name.is_null()).then(|| std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned())
+    };
+    let code = PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+    match table {
+        Some(table) => crate::functions::bad_argument(
+            code,
+            format!(
+                "fencing: the fence of {resource} is carried in the rows of table {table} (fence_in_row); \
+                 write {resource} through that table"
+            ),
+        ),
+        None => crate::functions::bad_argument(
+            code,
+            format!(
+                "fencing: the fence of {resource} was carried by a table that no longer exists (oid {}); \
+                 a member of fencing_admin can release it with fencing.reset_fence",
+                carrier.to_u32()
+            ),
+        ),
+    }
+}
+
+/// The backend's kept plans (prepared on first use).
+fn with_plans<R>(client: &SpiClient<'_>, f: impl FnOnce(&'static Plans) -> R) -> R {
+    PLANS.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let plans = cell.get_or_insert_with(|| prepare(client));
+        // SAFETY: kept plans live for the backend; the references do not outlive the caller's SPI connection.
+        f(unsafe { &*(plans as *const Plans) })
     })
 }
 
@@ -199,13 +280,24 @@ fn admits(
     high_water: i64,
     sequence: Option<i64>,
     xmin: i64,
+    carrier: Option<i64>,
     presented_resource: &str,
     presented_lock: &str,
     token: i64,
     presented_sequence: Option<i64>,
     policy: &str,
+    presented_carrier: Option<i64>,
 ) -> bool {
     if resource != presented_resource {
+        return false;
+    }
+    if let Some(carrier) = oid_of(carrier) {
+        let outcome = if Some(carrier) == oid_of(presented_carrier) {
+            Outcome::CarriedHere(carrier)
+        } else {
+            Outcome::CarriedBy(carrier)
+        };
+        LAST.with(|l| *l.borrow_mut() = Some(Decided::Outcome(outcome)));
         return false;
     }
     let fence = FenceRow { lock: lock.to_owned(), high_water, sequence };
@@ -221,6 +313,7 @@ fn admits(
         token,
         sequence: presented_sequence,
         policy: crate::functions::policy(policy),
+        carrier: oid_of(presented_carrier),
     };
     let outcome = decide(Some(fence), &p);
     let admitted = matches!(outcome, Outcome::Admitted { .. });

@@ -20,20 +20,32 @@ use storage_support::server::ServeProcess;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_sessions_never_admit_below_an_admitted_token() {
+    race(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_sessions_never_admit_below_an_admitted_token_with_the_fence_in_the_row() {
+    race(true).await;
+}
+
+/// Two sessions racing on one resource of a table protected with `fence_in_row`
+/// or without, then sessions on two resources.
+async fn race(fence_in_row: bool) {
     let pg = with_extension().await;
     let setup = connect(&pg.url).await;
-    // An AFTER trigger runs while the write still holds its fence row, so
-    // `ord` numbers the admitted writes in the order they held the fence.
+    // An AFTER trigger runs while the write still holds its fence (the fence
+    // row, or the row itself), so `ord` numbers the admitted writes in the
+    // order they held the fence.
     setup
-        .batch_execute(
+        .batch_execute(&format!(
             "CREATE TABLE public.race (id text PRIMARY KEY, token bigint, payload text);
              CREATE TABLE public.race_log (ord bigserial PRIMARY KEY, token bigint, payload text);
              CREATE FUNCTION public.log_race() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN INSERT INTO public.race_log (token, payload) VALUES (NEW.token, NEW.payload); RETURN NEW; END $$;
              INSERT INTO public.race VALUES ('r', 1, 'init');
-             SELECT fencing.protect('public.race', 'id', 'token');
-             CREATE TRIGGER log AFTER UPDATE ON public.race FOR EACH ROW EXECUTE FUNCTION public.log_race();",
-        )
+             SELECT fencing.protect('public.race', 'id', 'token', fence_in_row => {fence_in_row});
+             CREATE TRIGGER log AFTER UPDATE ON public.race FOR EACH ROW EXECUTE FUNCTION public.log_race();"
+        ))
         .await
         .unwrap();
     let sessions: Vec<_> = (0..2u64)

@@ -195,7 +195,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF f.carrier IS NULL OR NOT EXISTS (SELECT 1 FROM fencing.carriers c WHERE c.tbl = f.carrier) THEN
+    IF f.carrier IS NULL OR NOT EXISTS (
+        SELECT 1 FROM fencing.carriers c JOIN pg_class r ON r.oid = c.tbl WHERE c.tbl = f.carrier) THEN
         RETURN QUERY SELECT f.lock, f.high_water, f.sequence, f.updated_at;
         RETURN;
     END IF;
@@ -316,7 +317,9 @@ BEGIN
     END IF;
     SELECT f.lock, f.high_water, f.sequence, f.carrier INTO fe
     FROM fencing.fences f WHERE f.resource = reset_fence.resource FOR UPDATE;
-    IF fe.carrier IS NOT NULL AND EXISTS (SELECT 1 FROM fencing.carriers c WHERE c.tbl = fe.carrier) THEN
+    -- A claim by a table that was dropped is released like any fence.
+    IF fe.carrier IS NOT NULL AND EXISTS (
+        SELECT 1 FROM fencing.carriers c JOIN pg_class r ON r.oid = c.tbl WHERE c.tbl = fe.carrier) THEN
         -- The row carries the fence: reset its columns, past its own trigger.
         SELECT * INTO carrier FROM fencing.carriers c WHERE c.tbl = fe.carrier;
         SELECT x.lock, x.high_water, x.last_sequence AS sequence INTO fe FROM fencing.fence(reset_fence.resource) x;

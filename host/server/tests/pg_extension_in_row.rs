@@ -3,8 +3,9 @@
 //! INSERT claiming a resource (against a fence an earlier write left), DELETE
 //! giving the mark back, a row moving between resources; writes from outside
 //! the table refused; protect refusing rows behind their fence; unprotect
-//! writing the marks back; lock and sequence columns, the same write twice,
-//! the strict policy, tokens from settings, and the operator's reset.
+//! writing the marks back; a dropped table's claims released by the
+//! operator; lock and sequence columns, the same write twice, the strict
+//! policy, tokens from settings, and the operator's reset.
 
 mod pg_extension_support;
 mod storage_support;
@@ -105,6 +106,20 @@ async fn rows_carry_their_fences_from_protect_to_unprotect() {
     assert_eq!(fence_row(&a, "o1").await, Some((60, None)));
     a.batch_execute("SELECT fencing.protect('public.orders', 'id', 'token')").await.unwrap();
     assert_eq!(fails(&a, "UPDATE public.orders SET token = 59 WHERE id = 'o1'").await.0, "FN001");
+
+    // A dropped table's claims stay until an operator releases them.
+    a.batch_execute(
+        "CREATE TABLE public.gone (id text PRIMARY KEY, token bigint);
+         INSERT INTO public.gone VALUES ('g1', 3);
+         SELECT fencing.protect('public.gone', 'id', 'token', fence_in_row => true);
+         DROP TABLE public.gone;",
+    )
+    .await
+    .unwrap();
+    assert_eq!(fails(&a, "SELECT fencing.check('g1', 'g1', 4)").await.0, "55000");
+    a.batch_execute("SELECT fencing.reset_fence('g1', 'its table was dropped', 'g1', 3)").await.unwrap();
+    a.batch_execute("SELECT fencing.check('g1', 'g1', 4)").await.unwrap();
+    assert_eq!(fence_row(&a, "g1").await, Some((4, None)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

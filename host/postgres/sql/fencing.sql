@@ -238,6 +238,13 @@ BEGIN
     IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format('fencing: only the owner of %s may protect it', tbl);
     END IF;
+    -- Only a table whose trigger keeps its rows' fences may claim resources.
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t
+                   WHERE t.tgrelid = tbl AND t.tgname = 'fencing_guard_a' AND t.tgenabled <> 'D'
+                     AND t.tgfoid = 'fencing._guard_row()'::regprocedure AND t.tgnargs = 6
+                     AND position('\000row\000' IN encode(t.tgargs, 'escape')) > 0) THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format('fencing: %s is not protected with fence_in_row', tbl);
+    END IF;
     DELETE FROM fencing.carriers c WHERE c.tbl = _carry_claim.tbl;
     INSERT INTO fencing.carriers VALUES (tbl, resource_column, token_column, lock_column, sequence_column);
     EXECUTE fencing._carried_query(tbl, 'SELECT {resource} AS resource FROM {tbl} t WHERE {token} < 0 LIMIT 1') INTO bad;

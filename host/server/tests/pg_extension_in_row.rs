@@ -120,6 +120,15 @@ async fn rows_carry_their_fences_from_protect_to_unprotect() {
     a.batch_execute("SELECT fencing.reset_fence('g1', 'its table was dropped', 'g1', 3)").await.unwrap();
     a.batch_execute("SELECT fencing.check('g1', 'g1', 4)").await.unwrap();
     assert_eq!(fence_row(&a, "g1").await, Some((4, None)));
+    // Only a table whose trigger keeps its rows' fences can claim resources.
+    a.batch_execute(
+        "CREATE TABLE public.sneaky (id text PRIMARY KEY, token bigint); INSERT INTO public.sneaky VALUES ('s1', 1)",
+    )
+    .await
+    .unwrap();
+    let claim = "SELECT fencing._carry_claim('public.sneaky', 'id', 'token', NULL, NULL)";
+    assert_eq!(fails(&a, claim).await.0, "55000");
+    assert_eq!(fence_row(&a, "s1").await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

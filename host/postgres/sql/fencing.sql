@@ -19,9 +19,10 @@
 --   FN005 sequence_regressed, FN010 guard failure (the component trapped,
 --   timed out, ran out of memory or could not be loaded).
 --
--- The PL/pgSQL functions a write may call (fencing.check, try_write) name every object with its schema and use only pg_catalog
--- operators (searched first when search_path does not list it), so they need
--- no SET search_path clause, which would cost each call a GUC save.
+-- The PL/pgSQL functions a write may call (fencing.check, try_write) name
+-- every object with its schema and use only pg_catalog operators (searched
+-- first when search_path does not list it), so they need no SET search_path
+-- clause, which would cost each call a GUC save.
 
 -- Every role that writes a protected table runs its trigger, which calls into this schema.
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
@@ -103,43 +104,18 @@ BEGIN
 END
 $$;
 
--- Raises a refusal with its SQLSTATE, a message naming the reason, and the evidence as JSON in DETAIL.
+-- Raises a refusal with its SQLSTATE, a message naming the reason, and the
+-- evidence as JSON in DETAIL: the texts the row trigger raises (src/raise.rs).
 CREATE FUNCTION fencing._refuse(
     reason text, resource text, lock text, token bigint, sequence bigint,
     fence_lock text, high_water bigint, last_sequence bigint, failure text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    evidence text := json_build_object('reason', CASE reason WHEN 'no_token' THEN 'invalid_token' ELSE reason END,
-        'resource', resource, 'lock', lock, 'presented', token, 'sequence', sequence, 'fence_lock', fence_lock,
-        'high_water', high_water, 'last_sequence', last_sequence, 'failure', failure)::text;
-    state text;
-    message text;
+    r record;
 BEGIN
-    CASE reason
-    WHEN 'stale_token' THEN
-        state := 'FN001';
-        message := format('fencing: stale token %s for %s: a newer token (%s) has written it', token, resource, high_water);
-    WHEN 'token_reused' THEN
-        state := 'FN002';
-        message := format('fencing: token %s for %s was already used (strictly-increasing policy)', token, resource);
-    WHEN 'wrong_lock' THEN
-        state := 'FN003';
-        message := format('fencing: %s is bound to lock %s, not %s', resource, fence_lock, lock);
-    WHEN 'invalid_token' THEN
-        state := 'FN004';
-        message := format('fencing: token %s for %s is invalid (tokens start at 1)', token, resource);
-    WHEN 'no_token' THEN
-        state := 'FN004';
-        message := format('fencing: no token presented for %s: set the token column, or SET LOCAL fencing.token', resource);
-    WHEN 'sequence_regressed' THEN
-        state := 'FN005';
-        message := format('fencing: sequence %s under token %s for %s does not advance past %s',
-                          coalesce(sequence::text, 'none'), token, resource, last_sequence);
-    ELSE
-        state := 'FN010';
-        message := format('fencing: the guard could not decide the write to %s (%s); the write is refused', resource, failure);
-    END CASE;
-    RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message, DETAIL = evidence;
+    SELECT * INTO r FROM fencing._refusal(reason, resource, lock, token, sequence, fence_lock, high_water,
+                                           last_sequence, failure);
+    RAISE EXCEPTION USING ERRCODE = r.sqlstate, MESSAGE = r.message, DETAIL = r.detail;
 END
 $$;
 
@@ -182,6 +158,13 @@ $$;
 -- The row trigger of a protected table (src/trigger.rs).
 CREATE FUNCTION fencing._guard_row() RETURNS trigger LANGUAGE c AS 'MODULE_PATHNAME', 'fencing_guard_row';
 
+-- Whether `tbl` (a fence row's carrier) is a fence-in-row table that still
+-- exists; false for NULL and for a table dropped while protected.
+CREATE FUNCTION fencing._carries(tbl regclass) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM fencing.carriers c JOIN pg_class r ON r.oid = c.tbl WHERE c.tbl = _carries.tbl)
+$$;
+
 -- The fence of one resource (no row when none was written yet). For a
 -- resource carried by a fence-in-row table, the fence its row carries.
 CREATE FUNCTION fencing.fence(resource text)
@@ -195,8 +178,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF f.carrier IS NULL OR NOT EXISTS (
-        SELECT 1 FROM fencing.carriers c JOIN pg_class r ON r.oid = c.tbl WHERE c.tbl = f.carrier) THEN
+    IF NOT fencing._carries(f.carrier) THEN
         RETURN QUERY SELECT f.lock, f.high_water, f.sequence, f.updated_at;
         RETURN;
     END IF;
@@ -229,11 +211,10 @@ $$;
 -- row does not carry (a higher mark, another lock, a later sequence, or a
 -- claim by another table). Only the table's owner may call it.
 CREATE FUNCTION fencing._carry_claim(tbl regclass, resource_column name, token_column name, lock_column name,
-                                     sequence_column name) RETURNS bigint
+                                     sequence_column name) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     bad record;
-    claimed bigint;
 BEGIN
     IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format('fencing: only the owner of %s may protect it', tbl);
@@ -261,7 +242,6 @@ BEGIN
          WHERE f.carrier IS NULL AND f.lock = EXCLUDED.lock AND f.high_water <= EXCLUDED.high_water
            AND NOT (f.high_water = EXCLUDED.high_water AND coalesce(f.sequence, -1) > coalesce(EXCLUDED.sequence, -1))')
         USING tbl;
-    GET DIAGNOSTICS claimed = ROW_COUNT;
     EXECUTE fencing._carried_query(tbl,
         'SELECT {resource} AS resource, {token} AS token, f.high_water, f.lock AS fence_lock, {lock} AS lock, f.carrier
          FROM {tbl} t JOIN fencing.fences f ON f.resource = {resource}
@@ -276,7 +256,6 @@ BEGIN
                      ELSE 'the fence''s sequence is past the row''s' END),
             HINT = 'write the row with a token that the fence admits first, or reset the fence (fencing.reset_fence)';
     END IF;
-    RETURN claimed;
 END
 $$;
 
@@ -325,8 +304,7 @@ BEGIN
     SELECT f.lock, f.high_water, f.sequence, f.carrier INTO fe
     FROM fencing.fences f WHERE f.resource = reset_fence.resource FOR UPDATE;
     -- A claim by a table that was dropped is released like any fence.
-    IF fe.carrier IS NOT NULL AND EXISTS (
-        SELECT 1 FROM fencing.carriers c JOIN pg_class r ON r.oid = c.tbl WHERE c.tbl = fe.carrier) THEN
+    IF fencing._carries(fe.carrier) THEN
         -- The row carries the fence: reset its columns, past its own trigger.
         SELECT * INTO carrier FROM fencing.carriers c WHERE c.tbl = fe.carrier;
         SELECT x.lock, x.high_water, x.last_sequence AS sequence INTO fe FROM fencing.fence(reset_fence.resource) x;

@@ -12,7 +12,7 @@
 //! The write path is Rust (it runs for every protected row). pgrx reports
 //! errors raised in Rust with PostgreSQL's own SQLSTATEs only, so the row
 //! trigger raises its refusals through `raise.rs`, and the SQL functions
-//! raise theirs in PL/pgSQL.
+//! raise the same texts in PL/pgSQL.
 //!
 //! # Layout
 //! - `settings.rs`: the `fencing.*` settings (the plugin path and cache
@@ -26,7 +26,8 @@
 //! - `trigger.rs`: the row trigger: what a row presents, the fence it is
 //!   decided against (the fence row, or for `fence_in_row` the row itself),
 //!   and its refusal.
-//! - `raise.rs`: raising a refusal with its own SQLSTATE from the trigger.
+//! - `raise.rs`: a refusal's SQLSTATE, message and evidence, written once
+//!   (`fencing._refusal` for the PL/pgSQL functions), raised from the trigger.
 //! - `functions.rs`: the other SQL-callable functions written in Rust
 //!   (`fencing._decide`, `fencing._try_write`, `fencing.guard_info`,
 //!   `fencing.guard_stats`).

@@ -1,15 +1,18 @@
-//! Raising a refusal with its own SQLSTATE from the row trigger.
+//! A refusal's SQLSTATE, message and evidence, written once: the row
+//! trigger raises them from Rust, and `fencing._refuse` (PL/pgSQL, for the
+//! SQL functions) raises what `fencing._refusal` returns.
 //!
 //! pgrx reports errors raised in Rust with the SQLSTATEs PostgreSQL defines
-//! only, so the refusals (class `FN`) are raised here, with PostgreSQL's own
-//! `errstart`/`errfinish`, the way pgrx raises its errors.
+//! only, so the trigger's refusals (class `FN`) are raised here, with
+//! PostgreSQL's own `errstart`/`errfinish`, the way pgrx raises its errors.
 //!
 //! Invariant: [`refusal`] runs in the trigger's C entry point after the
 //! decision, when no Rust value that needs dropping is alive on the stack:
 //! `errfinish` leaves by `longjmp`, which runs no destructor. The message and
 //! detail are copied into memory PostgreSQL owns first.
 
-use pgrx::pg_sys;
+use crate::write::FenceRow;
+use pgrx::prelude::*;
 use std::ffi::{c_char, c_int};
 
 unsafe extern "C-unwind" {
@@ -74,4 +77,124 @@ pub unsafe fn refusal(r: Raised) -> ! {
         }
         unreachable!("errfinish returned from an ERROR")
     }
+}
+
+/// A write the fence refused, with its evidence.
+#[derive(Clone)]
+pub struct Refusal {
+    /// A rejection's reason, `no_token`, or `guard_failure`.
+    pub reason: String,
+    pub resource: String,
+    pub lock: String,
+    pub token: Option<i64>,
+    pub sequence: Option<i64>,
+    /// The fence the write was decided against.
+    pub fence: Option<FenceRow>,
+    pub failure: Option<String>,
+}
+
+impl Refusal {
+    /// The refusal's SQLSTATE, message and JSON evidence.
+    fn text(&self) -> (&'static [u8; 5], String, String) {
+        let (token, resource) = (opt(self.token), &self.resource);
+        let (fence_lock, high_water, last_sequence) = match &self.fence {
+            Some(f) => (Some(f.lock.clone()), Some(f.high_water), f.sequence),
+            None => (None, None, None),
+        };
+        let (state, message): (&[u8; 5], String) = match self.reason.as_str() {
+            "stale_token" => (
+                b"FN001",
+                format!(
+                    "fencing: stale token {token} for {resource}: a newer token ({}) has written it",
+                    opt(high_water)
+                ),
+            ),
+            "token_reused" => (
+                b"FN002",
+                format!("fencing: token {token} for {resource} was already used (strictly-increasing policy)"),
+            ),
+            "wrong_lock" => (
+                b"FN003",
+                format!(
+                    "fencing: {resource} is bound to lock {}, not {}",
+                    fence_lock.as_deref().unwrap_or(""),
+                    self.lock
+                ),
+            ),
+            "invalid_token" => {
+                (b"FN004", format!("fencing: token {token} for {resource} is invalid (tokens start at 1)"))
+            }
+            "no_token" => (
+                b"FN004",
+                format!("fencing: no token presented for {resource}: set the token column, or SET LOCAL fencing.token"),
+            ),
+            "sequence_regressed" => (
+                b"FN005",
+                format!(
+                    "fencing: sequence {} under token {token} for {resource} does not advance past {}",
+                    opt(self.sequence),
+                    opt(last_sequence)
+                ),
+            ),
+            _ => (
+                b"FN010",
+                format!(
+                    "fencing: the guard could not decide the write to {resource} ({}); the write is refused",
+                    self.failure.as_deref().unwrap_or("")
+                ),
+            ),
+        };
+        let reason = match self.reason.as_str() {
+            "no_token" => "invalid_token",
+            r => r,
+        };
+        let detail = serde_json::json!({
+            "reason": reason, "resource": resource, "lock": self.lock, "presented": self.token,
+            "sequence": self.sequence, "fence_lock": fence_lock, "high_water": high_water,
+            "last_sequence": last_sequence, "failure": self.failure,
+        });
+        (state, message, detail.to_string())
+    }
+
+    /// The refusal in PostgreSQL's memory, ready for [`refusal`].
+    pub fn raised(&self) -> Raised {
+        let (state, message, detail) = self.text();
+        Raised::new(state, &message, &detail)
+    }
+}
+
+/// A number for a message, `none` when absent.
+fn opt(v: Option<i64>) -> String {
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
+}
+
+/// The SQLSTATE, message and DETAIL of a refusal, for `fencing._refuse` to raise.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(name = "_refusal", immutable, parallel_safe)]
+fn refusal_text(
+    reason: &str,
+    resource: Option<&str>,
+    lock: Option<&str>,
+    token: Option<i64>,
+    sequence: Option<i64>,
+    fence_lock: Option<&str>,
+    high_water: Option<i64>,
+    last_sequence: Option<i64>,
+    failure: Option<&str>,
+) -> TableIterator<'static, (name!(sqlstate, String), name!(message, String), name!(detail, String))> {
+    let fence = match (fence_lock, high_water) {
+        (Some(lock), Some(high_water)) => Some(FenceRow { lock: lock.to_owned(), high_water, sequence: last_sequence }),
+        _ => None,
+    };
+    let refusal = Refusal {
+        reason: reason.to_owned(),
+        resource: resource.unwrap_or_default().to_owned(),
+        lock: lock.unwrap_or_default().to_owned(),
+        token,
+        sequence,
+        fence,
+        failure: failure.map(str::to_owned),
+    };
+    let (state, message, detail) = refusal.text();
+    TableIterator::once((String::from_utf8_lossy(state).into_owned(), message, detail))
 }

@@ -29,7 +29,7 @@
 //!   `fencing.sequence`.
 
 use crate::functions::{bad_argument, policy, unsigned};
-use crate::raise::{self, Raised};
+use crate::raise::{self, Raised, Refusal};
 use crate::{settings, write};
 use fencing_runtime::Policy;
 use pgrx::prelude::*;
@@ -40,19 +40,8 @@ use std::ffi::{CStr, CString};
 use std::num::NonZeroUsize;
 use std::rc::Rc;
 
-/// A refusal waiting to be raised by [`fencing_guard_row`].
-#[derive(Clone)]
-struct Refusal {
-    reason: String,
-    resource: String,
-    lock: String,
-    token: Option<i64>,
-    sequence: Option<i64>,
-    fence: Option<write::FenceRow>,
-    failure: Option<String>,
-}
-
 thread_local! {
+    /// A refusal waiting to be raised by [`fencing_guard_row`].
     static PENDING: RefCell<Option<Refusal>> = const { RefCell::new(None) };
 }
 
@@ -329,7 +318,6 @@ fn guard_row(trigger: &PgTrigger<'_>) -> Result<pg_sys::Datum, PgTriggerError> {
         resources.insert(0, old_resource);
     }
     let moved = resources.len() == 2;
-    let columns = FenceColumns { token: token_c, lock: lock_c, sequence: seq_c };
     for (i, r) in resources.iter().enumerate() {
         // Without a lock column, a resource's lock is its own name.
         let lock = if lock_setting.is_none() && lock_c.is_none() { r.clone() } else { lock.clone() };
@@ -352,7 +340,7 @@ fn guard_row(trigger: &PgTrigger<'_>) -> Result<pg_sys::Datum, PgTriggerError> {
             write::Presented { resource: r, lock: &lock, token: t, sequence, policy, carrier: in_row.then_some(relid) };
         let outcome = if in_row && (leaving || in_place) {
             // The old row is locked by this statement and holds the latest committed fence.
-            let outcome = decide_in_row(&old, &columns, &presented);
+            let outcome = decide_in_row(&old, &setup, &presented);
             if let (true, write::Outcome::Admitted { high_water, sequence, .. }) = (leaving, &outcome) {
                 write::release(
                     r,
@@ -402,13 +390,6 @@ fn guard_row(trigger: &PgTrigger<'_>) -> Result<pg_sys::Datum, PgTriggerError> {
     Ok(tuple.into_trigger_datum().unwrap_or(pg_sys::Datum::from(0)))
 }
 
-/// The columns of a row that carries its resource's fence (fence in row).
-struct FenceColumns {
-    token: Column,
-    lock: Option<Column>,
-    sequence: Option<Column>,
-}
-
 /// Refuses a setting a fence-in-row table has no column to keep.
 fn cannot_carry(refused: bool, setting: &str, what: &str) {
     if refused {
@@ -425,7 +406,7 @@ fn cannot_carry(refused: bool, setting: &str, what: &str) {
 /// Decides a write to a fence-in-row table against the fence its old row
 /// carries (no token: no write was admitted yet). The same write again in
 /// the transaction that made the row is admitted without a decision.
-fn decide_in_row(old: &Row, c: &FenceColumns, p: &write::Presented) -> write::Outcome {
+fn decide_in_row(old: &Row, c: &Setup, p: &write::Presented) -> write::Outcome {
     let fence = old.int(c.token).map(|high_water| write::FenceRow {
         lock: c.lock.and_then(|l| old.text(l)).unwrap_or_else(|| p.resource.to_owned()),
         high_water,
@@ -460,73 +441,4 @@ fn set_int(tuple: &mut PgHeapTuple<'_, AllocatedByRust>, c: Column, value: i64, 
         _ => tuple.set_by_index(attnum, value),
     };
     stored.expect("the column accepts its own type");
-}
-
-impl Refusal {
-    /// The refusal's SQLSTATE, message and JSON evidence, in PostgreSQL's memory.
-    fn raised(&self) -> Raised {
-        let (token, resource) = (opt(self.token), &self.resource);
-        let (fence_lock, high_water, last_sequence) = match &self.fence {
-            Some(f) => (Some(f.lock.clone()), Some(f.high_water), f.sequence),
-            None => (None, None, None),
-        };
-        let (state, message): (&[u8; 5], String) = match self.reason.as_str() {
-            "stale_token" => (
-                b"FN001",
-                format!(
-                    "fencing: stale token {token} for {resource}: a newer token ({}) has written it",
-                    opt(high_water)
-                ),
-            ),
-            "token_reused" => (
-                b"FN002",
-                format!("fencing: token {token} for {resource} was already used (strictly-increasing policy)"),
-            ),
-            "wrong_lock" => (
-                b"FN003",
-                format!(
-                    "fencing: {resource} is bound to lock {}, not {}",
-                    fence_lock.as_deref().unwrap_or(""),
-                    self.lock
-                ),
-            ),
-            "invalid_token" => {
-                (b"FN004", format!("fencing: token {token} for {resource} is invalid (tokens start at 1)"))
-            }
-            "no_token" => (
-                b"FN004",
-                format!("fencing: no token presented for {resource}: set the token column, or SET LOCAL fencing.token"),
-            ),
-            "sequence_regressed" => (
-                b"FN005",
-                format!(
-                    "fencing: sequence {} under token {token} for {resource} does not advance past {}",
-                    opt(self.sequence),
-                    opt(last_sequence)
-                ),
-            ),
-            _ => (
-                b"FN010",
-                format!(
-                    "fencing: the guard could not decide the write to {resource} ({}); the write is refused",
-                    self.failure.as_deref().unwrap_or("")
-                ),
-            ),
-        };
-        let reason = match self.reason.as_str() {
-            "no_token" => "invalid_token",
-            r => r,
-        };
-        let detail = serde_json::json!({
-            "reason": reason, "resource": resource, "lock": self.lock, "presented": self.token,
-            "sequence": self.sequence, "fence_lock": fence_lock, "high_water": high_water,
-            "last_sequence": last_sequence, "failure": self.failure,
-        });
-        Raised::new(state, &message, &detail.to_string())
-    }
-}
-
-/// A number for a message, `none` when absent.
-fn opt(v: Option<i64>) -> String {
-    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }

@@ -1,4 +1,4 @@
-//! What both durable logs share (the lease journal, `locks/journal.rs`, and
+//! What both durable logs share (the lease journal, `locks/journal/`, and
 //! the store's write-ahead log, `storage/wal.rs`): records `[len u32][crc32
 //! u32][payload]`, little-endian, and [`RecordFile`], the zero-filled file
 //! their batches are written and synced into.
@@ -39,13 +39,17 @@ pub(crate) fn payload_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
 /// has no file size to commit (overwriting allocated blocks measured about a
 /// third faster here than appending).
 ///
-/// Invariant: zeros follow the records up to `allocated`. A batch whose write
-/// or sync fails is zeroed again, so none of its records can follow a later
+/// Invariants: zeros follow the records up to `allocated`; `synced <= len`,
+/// and the records below `synced` have been synced. A batch whose write fails
+/// is zeroed again, and a failed sync zeroes every batch written since the
+/// last good one, so no record written before a failure can follow a later
 /// batch's at replay; if even that fails, the file refuses every later batch.
 pub(crate) struct RecordFile {
     file: File,
-    /// Bytes of records known synced.
+    /// Bytes of records written.
     len: u64,
+    /// Bytes of records known synced.
+    synced: u64,
     /// The file's size.
     allocated: u64,
     /// The file grows by this much at a time.
@@ -54,9 +58,9 @@ pub(crate) struct RecordFile {
 }
 
 impl RecordFile {
-    /// `file` holding `len` bytes of records and `allocated` bytes in all.
+    /// `file` holding `len` bytes of synced records and `allocated` bytes in all.
     pub fn new(file: File, len: u64, allocated: u64, step: u64) -> RecordFile {
-        RecordFile { file, len, allocated, step, poisoned: false }
+        RecordFile { file, len, synced: len, allocated, step, poisoned: false }
     }
 
     /// Bytes of records.
@@ -64,9 +68,17 @@ impl RecordFile {
         self.len
     }
 
-    /// Writes the next batch at offset 0 again, over records no longer needed.
+    /// Whether records were written since the last sync.
+    pub fn unsynced(&self) -> bool {
+        self.synced < self.len
+    }
+
+    /// Writes the next batch at offset 0 again, over records no longer
+    /// needed; only once every record is synced.
     pub fn rewind(&mut self) {
+        debug_assert!(!self.unsynced(), "rewound over unsynced records");
         self.len = 0;
+        self.synced = 0;
     }
 
     /// Zero-fills the file past `end` (a whole number of steps) and syncs its size.
@@ -94,6 +106,14 @@ impl RecordFile {
     /// machine) and before it is synced; `written` is not called if the
     /// write fails. A sync that fails afterwards zeroes the batch as usual.
     pub fn append_then(&mut self, batch: &[u8], written: impl FnOnce()) -> std::io::Result<()> {
+        self.write(batch)?;
+        written();
+        self.sync()
+    }
+
+    /// Writes `batch` after the records without syncing it (a later
+    /// [`sync`](Self::sync) does); on error nothing of it counts.
+    pub fn write(&mut self, batch: &[u8]) -> std::io::Result<()> {
         if self.poisoned {
             return Err(std::io::Error::other("an earlier failed batch could not be cleared; restart the service"));
         }
@@ -101,26 +121,64 @@ impl RecordFile {
         if end > self.allocated {
             self.reserve(end)?;
         }
-        let result = self.file.write_all_at(batch, self.len).and_then(|()| {
-            written();
-            self.file.sync_data()
-        });
-        match &result {
-            Ok(()) => self.len = end,
-            Err(_) => {
-                let cleared =
-                    self.file.write_all_at(&vec![0; batch.len()], self.len).and_then(|()| self.file.sync_data());
-                if let Err(e) = cleared {
-                    tracing::error!(error = %e, "cannot clear a failed batch of records");
-                    self.poisoned = true;
-                }
+        match self.file.write_all_at(batch, self.len) {
+            Ok(()) => {
+                self.len = end;
+                Ok(())
             }
+            Err(e) => {
+                self.clear(self.len, batch.len() as u64);
+                Err(e)
+            }
+        }
+    }
+
+    /// Syncs every batch written so far. On error all of them are zeroed:
+    /// none counts.
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        if !self.unsynced() {
+            return Ok(());
+        }
+        let result = self.file.sync_data();
+        match &result {
+            Ok(()) => self.synced = self.len,
+            Err(_) => self.drop_unsynced(),
         }
         result
     }
-}
 
-impl RecordFile {
+    /// A second handle of the file, to sync it through while batches are
+    /// written through this one ([`synced_to`](Self::synced_to)).
+    pub fn sync_handle(&self) -> std::io::Result<File> {
+        self.file.try_clone()
+    }
+
+    /// Notes that the first `upto` bytes of records are synced: a sync
+    /// through [`sync_handle`](Self::sync_handle) that started once they
+    /// were written has succeeded.
+    pub fn synced_to(&mut self, upto: u64) {
+        self.synced = self.synced.max(upto.min(self.len));
+    }
+
+    /// Zeroes every batch written since the last sync (a sync of them failed):
+    /// none of them counts.
+    pub fn drop_unsynced(&mut self) {
+        self.clear(self.synced, self.len - self.synced);
+        self.len = self.synced;
+    }
+
+    /// Zeroes `n` bytes at `start` and syncs them, poisoning the file if that fails.
+    fn clear(&mut self, start: u64, n: u64) {
+        let cleared = usize::try_from(n)
+            .map_err(std::io::Error::other)
+            .and_then(|n| self.file.write_all_at(&vec![0; n], start))
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = cleared {
+            tracing::error!(error = %e, "cannot clear a failed batch of records");
+            self.poisoned = true;
+        }
+    }
+
     /// Takes the last `n` bytes of records back out: zeroes and syncs them,
     /// so replay stops before them. On error the file refuses later batches.
     pub fn retract(&mut self, n: u64) -> std::io::Result<()> {
@@ -128,7 +186,10 @@ impl RecordFile {
         let zeros = vec![0u8; usize::try_from(n).map_err(std::io::Error::other)?];
         let result = self.file.write_all_at(&zeros, start).and_then(|()| self.file.sync_data());
         match &result {
-            Ok(()) => self.len = start,
+            Ok(()) => {
+                self.len = start;
+                self.synced = self.synced.min(start);
+            }
             Err(_) => self.poisoned = true,
         }
         result

@@ -1,6 +1,7 @@
 //! The embedded lock service in process: expiry, FIFO waiting, wrong and
 //! expired lease ids, re-entry by lease id only, token modes, leases and
-//! tokens across reopen, the held-lease cap.
+//! tokens across reopen, background grants after a kill and after a new
+//! boot, the held-lease cap.
 
 use fencing_host::locks::{
     Acquired, EmbeddedConfig, EmbeddedLocks, LockError, LockMetrics, LockService, TokenMode, ValidAcquire,
@@ -279,6 +280,57 @@ async fn a_directory_without_a_journal_waits_out_old_leases_once() {
     let g = grant(&s, req("k", "c", 300, Some(1000))).await;
     assert!(t0.elapsed() >= Duration::from_millis(300), "granted after {:?}", t0.elapsed());
     assert!(g.fencing_token > 1);
+}
+
+/// Copies the data directory as the kernel has it now: what a process
+/// killed at this moment, or a machine that stops once it is synced, leaves.
+fn snapshot(dir: &std::path::Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(dir).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), copy.path().join(f.file_name())).unwrap();
+    }
+    copy
+}
+
+#[tokio::test]
+async fn background_grants_are_restored_and_only_a_new_boot_waits_out_their_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = |dir: &std::path::Path, boot: &str| EmbeddedConfig {
+        data_dir: Some(dir.into()),
+        background_grants: true,
+        boot_id: Some(boot.into()),
+        ..EmbeddedConfig::default()
+    };
+    let s = service(on(dir.path(), "boot-1"));
+    // The first grant raises the journal's bound (and waits for its sync); the second is answered once written.
+    let first = grant(&s, req("first", "c1", 1_000, None)).await;
+    let second = grant(&s, req("second", "c2", 800, None)).await;
+    let copy = snapshot(dir.path());
+    let rebooted = snapshot(dir.path());
+
+    // The process was killed: the same boot; everything answered is restored, free locks at once.
+    let s2 = service(on(copy.path(), "boot-1"));
+    assert_eq!(s2.status("second".into()).await.unwrap().fencing_token, Some(second.fencing_token));
+    grant(&s2, req("fresh", "c3", 1_000, None)).await;
+
+    // The machine restarted: every acquisition waits out the longest lease granted ahead of its sync.
+    let t0 = Instant::now();
+    let s3 = service(on(rebooted.path(), "boot-2"));
+    match s3.acquire(req("fresh", "c3", 1_000, None)).await.unwrap() {
+        Acquired::Refused(r) => assert_eq!(r.reason, HeldReason::GracePeriod),
+        other => panic!("granted before the bound ran out: {other:?}"),
+    }
+    // Holders keep their leases meanwhile.
+    assert_eq!(s3.renew(lease(&second)).await.unwrap().fencing_token, second.fencing_token);
+    let g = grant(&s3, req("fresh", "c3", 1_000, Some(5_000))).await;
+    assert!(t0.elapsed() >= Duration::from_millis(1_000), "granted after {:?}", t0.elapsed());
+    assert!(g.fencing_token > first.fencing_token.max(second.fencing_token));
+
+    // A clean stop marks the journal: a new boot then waits for nothing.
+    drop(s);
+    let s4 = reopen(&on(dir.path(), "boot-3")).await;
+    grant(&s4, req("fresh", "c3", 1_000, None)).await;
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! A real `fencing serve --role locks` process: tokens stay monotonic across
 //! a kill -9 loop; after a kill -9 or a SIGTERM a free lock is granted at
 //! once, a held lease stays held for its holder only, a released one-hour
-//! lease is gone; re-entry needs the lease id; the HTTP API's shapes and
-//! errors, and the `fencing lock` exit codes.
+//! lease is gone, with `--lease-sync each-grant` and `background`; re-entry
+//! needs the lease id; the HTTP API's shapes and errors, the `fencing lock`
+//! exit codes and `--lease-sync`'s usage errors.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -132,20 +133,22 @@ fn lease_body(lock: &str, g: &serde_json::Value) -> serde_json::Value {
     serde_json::json!({"resource_id": lock, "lock_token": g["lock_token"]})
 }
 
-/// A restart by `signal`: before it, a lease held, a one-hour lease released
-/// and a lock never used; after it, each is as it was.
-fn restart_keeps_leases(signal: nix::sys::signal::Signal) {
+/// A restart by `signal`: before it, a one-hour lease released, a lease
+/// held and a lock never used; after it, each is as it was. Under
+/// `--lease-sync background` the held lease's grant was answered ahead of
+/// its sync (the one-hour grant had raised the bound above it).
+fn restart_keeps_leases(signal: nix::sys::signal::Signal, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let server = Server::start(dir.path(), port);
-    let (st, held) = acquire(&server.base, "held", "holder", 60_000, None);
-    assert_eq!(st, 200, "{held}");
+    let server = Server::start_with(dir.path(), port, extra);
     let (st, long) = acquire(&server.base, "long", "c", 3_600_000, None);
     assert_eq!(st, 200, "{long}");
     assert_eq!(reqwest::post(&format!("{}/v1/locks/release", server.base), lease_body("long", &long)).0, 200);
+    let (st, held) = acquire(&server.base, "held", "holder", 60_000, None);
+    assert_eq!(st, 200, "{held}");
     server.stop(signal);
 
-    let server = Server::start(dir.path(), port);
+    let server = Server::start_with(dir.path(), port, extra);
     let listening = Instant::now();
     // Free locks are granted at once, without waiting: the released one-hour lease and a new name.
     let (st, g) = acquire(&server.base, "long", "c2", 1_000, None);
@@ -170,12 +173,22 @@ fn restart_keeps_leases(signal: nix::sys::signal::Signal) {
 
 #[test]
 fn kill_9_restart_keeps_held_leases_and_frees_the_rest() {
-    restart_keeps_leases(nix::sys::signal::Signal::SIGKILL);
+    restart_keeps_leases(nix::sys::signal::Signal::SIGKILL, &[]);
 }
 
 #[test]
 fn sigterm_restart_keeps_held_leases_and_frees_the_rest() {
-    restart_keeps_leases(nix::sys::signal::Signal::SIGTERM);
+    restart_keeps_leases(nix::sys::signal::Signal::SIGTERM, &[]);
+}
+
+#[test]
+fn kill_9_restart_keeps_background_grants() {
+    restart_keeps_leases(nix::sys::signal::Signal::SIGKILL, &["--lease-sync", "background"]);
+}
+
+#[test]
+fn sigterm_restart_keeps_background_grants() {
+    restart_keeps_leases(nix::sys::signal::Signal::SIGTERM, &["--lease-sync", "background"]);
 }
 
 #[test]
@@ -274,4 +287,23 @@ fn lock_cli_exit_codes() {
     assert!(out.contains("\"me\""), "{out}");
     assert_eq!(run(&["release", "cli-lock", g["lock_token"].as_str().unwrap()]).0, Some(0));
     assert_eq!(run(&["release", "cli-lock", g["lock_token"].as_str().unwrap()]).0, Some(1));
+}
+
+#[test]
+fn lease_sync_is_checked_before_the_server_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_fencing"))
+            .args(["serve", "--role", "locks", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["--locks", "etcd", "--lease-sync", "background"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--lease-sync"), "{out:?}");
+    let out = serve(&["--lease-sync", "sometimes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("each-grant"), "{out:?}");
 }

@@ -3,7 +3,8 @@
 //! `bench writes` runs [`crate::bench::writes`] and prints its table.
 //! `bench locks` starts servers in this process on ephemeral loopback ports
 //! (the embedded backend in a temporary data dir, as `fencing serve` runs it
-//! with its lease journal, and the same backend in memory only; with
+//! with its lease journal, the same with `--lease-sync background`, and the
+//! same backend in memory only; with
 //! `--etcd-endpoints`, a third on etcd), then runs each scenario in turn and
 //! prints one Markdown table. Server and load generator share the machine's cores.
 
@@ -145,9 +146,15 @@ fn bench_locks(
         let dir = std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>()));
         let duration = Duration::from_secs(seconds);
         let mut backends = Vec::new();
-        // Durable (grants and releases journaled, as `fencing serve` runs) and memory-only.
-        for (name, data_dir) in [("embedded", Some(dir.clone())), ("embedded (memory)", None)] {
-            let cfg = EmbeddedConfig { data_dir, ..EmbeddedConfig::default() };
+        // Durable (grants and releases journaled, as `fencing serve` runs), the
+        // same with `--lease-sync background`, and memory-only.
+        let journaled = [
+            ("embedded", Some(dir.join("each-grant")), false),
+            ("embedded (background grants)", Some(dir.join("background")), true),
+            ("embedded (memory)", None, false),
+        ];
+        for (name, data_dir, background_grants) in journaled {
+            let cfg = EmbeddedConfig { data_dir, background_grants, ..EmbeddedConfig::default() };
             let svc: Arc<dyn LockService> = Arc::new(EmbeddedLocks::open(cfg, LockMetrics::register(&Metrics::new()))?);
             backends.push((name, spawn_server(svc).await?));
         }

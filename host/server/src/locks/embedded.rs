@@ -10,9 +10,12 @@
 //!   `reserve_chunk` tokens are reserved ahead of use in the background, so
 //!   the hot path never waits for the clock except when it outruns the reserve.
 //! - Exclusion across restarts: a grant is acknowledged only once the
-//!   journal holds it durably, and a release once it is written to the
-//!   journal's file (synced right after; see `journal.rs` for why a release
-//!   lost with the machine is safe). A restart restores every lease the
+//!   journal holds it durably (with `background_grants`, once it is in the
+//!   journal's file and its lease within the journal's synced bound), and a
+//!   release once it is written to the journal's file (synced right after;
+//!   see `journal/mod.rs` for why a release lost with the machine is safe,
+//!   and how a restart after a new boot waits out lost background grants).
+//!   A restart restores every lease the
 //!   journal holds, with its lease id and token, re-armed for its full
 //!   duration from the restart. A holder's own deadline (last renewal +
 //!   duration, on its clock) ends before the restored one (restart +
@@ -32,7 +35,7 @@
 //!   `client_id` is a label, never a capability.
 
 use super::clock::{ClockError, GenerationClock};
-use super::journal::{Change, Durable, Journal, JournalError, LeaseRecord};
+use super::journal::{Change, Durable, Journal, JournalError, JournalOptions, LeaseRecord};
 use super::metrics::LockMetrics;
 use super::table::{Counts, Holder, Shard};
 use super::{Acquired, BoxFuture, LeaseStamp, LockError, LockService, ValidAcquire};
@@ -69,6 +72,12 @@ pub struct EmbeddedConfig {
     pub reserve_chunk: u64,
     /// Most leases held at once.
     pub max_held: usize,
+    /// Answer grants once the journal has written them, ahead of their sync
+    /// (`--lease-sync background`; see `journal/mod.rs` for what a machine
+    /// crash then costs).
+    pub background_grants: bool,
+    /// This boot of the machine; see [`JournalOptions::boot_id`].
+    pub boot_id: Option<String>,
 }
 
 /// Default [`EmbeddedConfig::max_held`].
@@ -82,6 +91,8 @@ impl Default for EmbeddedConfig {
             reentrant: false,
             reserve_chunk: 1 << 20,
             max_held: DEFAULT_MAX_HELD,
+            background_grants: false,
+            boot_id: super::journal::current_boot_id(),
         }
     }
 }
@@ -139,8 +150,17 @@ impl EmbeddedLocks {
                     grace_until += Duration::from_millis(previous.max_lease_ms);
                     tracing::info!(grace_ms = previous.max_lease_ms, "no lease journal: waiting out earlier leases");
                 }
-                let (journal, restored) = Journal::open(dir)?;
-                (Some(journal), restored)
+                let options = JournalOptions { background_grants: cfg.background_grants, boot_id: cfg.boot_id.clone() };
+                let (journal, opened) = Journal::open(dir, options)?;
+                if opened.grace_ms > 0 {
+                    grace_until = grace_until.max(Instant::now() + Duration::from_millis(opened.grace_ms));
+                    tracing::warn!(
+                        grace_ms = opened.grace_ms,
+                        "the machine restarted since the lease journal was written and grants were answered \
+                         ahead of their sync: waiting out the longest such lease"
+                    );
+                }
+                (Some(journal), opened.leases)
             }
         };
         let inner = Inner {

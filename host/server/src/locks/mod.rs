@@ -5,7 +5,7 @@
 //! durable generation clock and lease journal) and [`EtcdLocks`] implement it.
 //!
 //! Layout: `embedded.rs` (the service), `table.rs` (its shards: expiry heap,
-//! idle list), `journal.rs` (leases made durable), `clock.rs` (the token
+//! idle list), `journal/` (leases made durable), `clock.rs` (the token
 //! ceiling), `etcd.rs`, `lease.rs` (lease ids), `validate.rs`, `metrics.rs`.
 //!
 //! Invariants every implementation keeps:

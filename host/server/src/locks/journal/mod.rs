@@ -1,0 +1,765 @@
+//! The lease journal: every grant, renewal and release of the embedded lock
+//! service, appended to `locks-leases` in the data directory.
+//!
+//! Each change is written to the file by the caller itself (one `pwrite`
+//! into the page cache, under the journal's mutex); one syncer thread
+//! group-commits with `fdatasync`. So a release or renewal costs no thread
+//! hand-off, and a grant costs one wake-up for its whole batch: on a
+//! virtual machine, waking threads measured costlier than the sync.
+//!
+//! Invariants:
+//! - a grant is acknowledged only after it is written and a `fdatasync`
+//!   that started after its write has returned;
+//! - a release is acknowledged once it is written to the file, ahead of its
+//!   sync (the next grant's, or the syncer's within [`IDLE_SYNC`]): the
+//!   kernel holds it for a process that is killed, and only a machine that
+//!   stops before the sync loses it. A lost release leaves its lease held,
+//!   by a holder that gave it up, until one duration after the restart:
+//!   never a second holder, because every later grant of the lock follows
+//!   the release in the file and is acknowledged only once synced, with the
+//!   release;
+//! - a renewal is written at once but nobody waits for it (a restored lease
+//!   is re-armed with its full duration, which outlasts every renewal, so a
+//!   lost renewal is harmless);
+//! - records of one lock enter the journal in the order the lock's state
+//!   changed, because callers append while holding the lock's shard mutex;
+//! - a record is `[len u32][crc32 u32][payload]`; replay stops at the first
+//!   record that is short or fails its checksum, which can only belong to a
+//!   batch that was never synced, hence never acknowledged, and the file is
+//!   rewritten without it before anything else is appended;
+//! - a failed write is zeroed in the file ([`RecordFile`]) and its caller
+//!   gets the error; a failed sync zeroes every record written since the
+//!   last good one and every grant waiting on it gets the error; later
+//!   records start again where they started, so a full disk fails writes
+//!   while it lasts and never leaves a torn record in the middle of the
+//!   file;
+//! - the file is rewritten (to a temporary file, synced, renamed, directory
+//!   synced) with only the leases still running whenever it has grown to
+//!   four times that size, so it stays proportional to the held locks;
+//!   changes made meanwhile are held in memory, unanswered, and written to
+//!   the new file once it is in place;
+//! - the file is zero-filled ahead of the records (4 MiB at a time), so a
+//!   batch overwrites allocated blocks; replay stops at a zero length.
+//!
+//! Background grants ([`JournalOptions::background_grants`]) are answered
+//! once written, like releases, so a grant costs no sync wait. What that
+//! risks is the machine stopping before the sync: every grant it loses had a
+//! lease of at most the journal's synced `BOUND` (a grant with a longer lease
+//! waits for its sync, which raises the bound), and a file that was last
+//! written under another boot of the machine and not closed cleanly makes
+//! the service wait that long before granting a lock the file does not hold
+//! ([`Opened::grace_ms`]). Process crashes and clean restarts, on the same
+//! boot, lose nothing and wait for nothing.
+
+mod format;
+
+use crate::records::RecordFile;
+use format::{encode, encode_boot, encode_bound, encode_closed, record_len, replay};
+use std::collections::{HashMap, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// File name of the journal inside the data directory.
+pub const JOURNAL_FILE: &str = "locks-leases";
+/// Below this size the journal is never compacted.
+const COMPACT_MIN_BYTES: u64 = 4 << 20;
+/// The file grows by this much at a time, zero-filled ahead of the records.
+const PREALLOCATE_BYTES: u64 = 4 << 20;
+/// Records nobody waits to see synced (releases, renewals) are synced by
+/// the next grant's sync, or by the syncer after this long without one.
+pub const IDLE_SYNC: Duration = Duration::from_millis(2);
+
+/// A lease as the journal stores it: enough to restore it after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    pub name: Arc<str>,
+    pub lease: u128,
+    pub client_id: String,
+    pub token: u64,
+    pub lease_ms: u64,
+}
+
+/// One change of a lock's lease.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A grant, or a re-entrant grant that changed the duration.
+    Hold(LeaseRecord),
+    /// The lease was extended by its duration from now.
+    Renew { name: Arc<str>, lease: u128, lease_ms: u64 },
+    /// The lease ended by release (or by an undone grant).
+    Release { name: Arc<str>, lease: u128 },
+}
+
+/// Why the journal could not be read or written.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JournalError {
+    #[error("lease journal {path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("lease journal {path} is corrupt at byte {offset}: {detail}")]
+    Corrupt { path: PathBuf, offset: u64, detail: String },
+    #[error("lease journal writer stopped")]
+    Stopped,
+}
+
+/// Resolves when the change is as durable as its append asked (or failed to become so).
+pub type Durable = oneshot::Receiver<Result<(), JournalError>>;
+
+/// How far a change must get before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    /// Written to the file: survives this process, not the machine.
+    Written,
+    /// Written and synced: survives the machine.
+    Synced,
+}
+
+type Answer = oneshot::Sender<Result<(), JournalError>>;
+
+/// The journal: appends write into the file at once; the syncer thread
+/// syncs it and answers the grants.
+pub struct Journal {
+    shared: Arc<Shared>,
+    syncer: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    path: PathBuf,
+    state: Mutex<State>,
+    /// Wakes the syncer: a grant waits, or the journal closes.
+    wake: Condvar,
+}
+
+struct State {
+    file: RecordFile,
+    /// Grants with leases up to `bound_synced` are answered once written.
+    background: bool,
+    /// The largest `BOUND` written, and the largest known synced.
+    bound_written: u64,
+    bound_synced: u64,
+    /// A `BOUND` record written and not yet synced: where it ends, its value.
+    pending_bound: Option<(u64, u64)>,
+    /// Grants written and waiting for a sync, by where their record ends; in file order.
+    awaiting: VecDeque<(u64, Answer)>,
+    /// Changes written since the syncer last took them, for its live-lease bookkeeping.
+    changes: Vec<Change>,
+    /// While the syncer rewrites the file: changes held here, with their answers, in order.
+    rewriting: Option<Held>,
+    /// Encoding scratch.
+    buf: Vec<u8>,
+    /// The syncer is waiting on [`Shared::wake`].
+    syncer_idle: bool,
+    closed: bool,
+}
+
+/// What arrives while the file is being rewritten.
+#[derive(Default)]
+struct Held {
+    bytes: Vec<u8>,
+    /// Each change's answer and where its record ends in `bytes`.
+    answers: Vec<(Ack, Answer, u64)>,
+}
+
+/// How a journal is opened.
+#[derive(Debug, Clone, Default)]
+pub struct JournalOptions {
+    /// Answer grants once written, ahead of their sync (see the module docs).
+    pub background_grants: bool,
+    /// This boot of the machine (`/proc/sys/kernel/random/boot_id`); `None`
+    /// if unknown, which counts as a different boot.
+    pub boot_id: Option<String>,
+}
+
+/// What [`Journal::open`] found.
+#[derive(Debug)]
+pub struct Opened {
+    /// The leases held when the file was last written.
+    pub leases: Vec<LeaseRecord>,
+    /// How long a lock the file does not hold must wait before it is granted:
+    /// non-zero only after the machine restarted under background grants.
+    pub grace_ms: u64,
+}
+
+/// The kernel's id of this boot of the machine, if it has one.
+pub fn current_boot_id() -> Option<String> {
+    let id = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir`, returning it, the leases that
+    /// were held when it was last written, and the grace they call for. The
+    /// file is rewritten with exactly those leases before the syncer starts.
+    pub fn open(dir: &Path, options: JournalOptions) -> Result<(Journal, Opened), JournalError> {
+        let path = dir.join(JOURNAL_FILE);
+        let replayed = replay(&path)?;
+        let grace_ms = replayed.grace_ms(options.boot_id.as_deref());
+        let now = Instant::now();
+        let mut syncer = Syncer {
+            dir: dir.to_path_buf(),
+            path: path.clone(),
+            boot_id: options.boot_id.clone(),
+            live: replayed
+                .leases
+                .iter()
+                .map(|r| (r.name.clone(), Live { expires: now + Duration::from_millis(r.lease_ms), record: r.clone() }))
+                .collect(),
+            live_bytes: 0,
+            handle: None,
+        };
+        let file = syncer.rewrite(0)?;
+        let state = State {
+            file,
+            background: options.background_grants,
+            bound_written: 0,
+            bound_synced: 0,
+            pending_bound: None,
+            awaiting: VecDeque::new(),
+            changes: Vec::new(),
+            rewriting: None,
+            buf: Vec::new(),
+            syncer_idle: false,
+            closed: false,
+        };
+        let shared = Arc::new(Shared { path, state: Mutex::new(state), wake: Condvar::new() });
+        let for_syncer = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("fencing-lease-journal".into())
+            .spawn(move || syncer.run(&for_syncer))
+            .map_err(|e| JournalError::Io { path: shared.path.clone(), message: e.to_string() })?;
+        Ok((Journal { shared, syncer: Some(thread) }, Opened { leases: replayed.leases, grace_ms }))
+    }
+
+    /// Appends `change`; the receiver resolves once it is synced.
+    pub fn append(&self, change: Change) -> Durable {
+        self.send(change, Some(Ack::Synced))
+    }
+
+    /// Appends `change`; the receiver resolves once it is written to the
+    /// file, ahead of its sync (for releases: see the module's invariants).
+    pub fn append_written(&self, change: Change) -> Durable {
+        self.send(change, Some(Ack::Written))
+    }
+
+    /// Appends `change` without waiting for it.
+    pub fn append_unacknowledged(&self, change: Change) {
+        drop(self.send(change, None));
+    }
+
+    fn send(&self, change: Change, mut ack: Option<Ack>) -> Durable {
+        let (answer, rx) = oneshot::channel();
+        let mut guard = self.shared.lock();
+        let st = &mut *guard;
+        if st.closed {
+            let _ = answer.send(Err(JournalError::Stopped));
+            return rx;
+        }
+        st.buf.clear();
+        if let (Some(Ack::Synced), Change::Hold(r), true) = (ack, &change, st.background) {
+            if r.lease_ms <= st.bound_synced {
+                ack = Some(Ack::Written);
+            } else if r.lease_ms > st.bound_written && st.rewriting.is_none() {
+                // This grant waits for its sync, which makes the new bound durable.
+                encode_bound(r.lease_ms, &mut st.buf);
+                st.bound_written = r.lease_ms;
+                st.pending_bound = Some((st.file.len() + st.buf.len() as u64, r.lease_ms));
+            }
+        }
+        encode(&change, &mut st.buf);
+        if let Some(held) = &mut st.rewriting {
+            held.bytes.extend_from_slice(&st.buf);
+            if let Some(ack) = ack {
+                held.answers.push((ack, answer, held.bytes.len() as u64));
+            }
+            st.changes.push(change);
+            return rx;
+        }
+        let was_synced = !st.file.unsynced();
+        if let Err(e) = st.file.write(&st.buf) {
+            st.forget_pending_bound();
+            let _ = answer.send(Err(self.shared.io(e)));
+            return rx;
+        }
+        st.changes.push(change);
+        // The syncer, when idle, needs a wake-up for a grant, and for the
+        // first unsynced record (it then waits at most IDLE_SYNC for more).
+        let mut wake = was_synced;
+        match ack {
+            Some(Ack::Written) => {
+                let _ = answer.send(Ok(()));
+            }
+            Some(Ack::Synced) => {
+                st.awaiting.push_back((st.file.len(), answer));
+                wake = true;
+            }
+            None => {}
+        }
+        if wake && st.syncer_idle {
+            self.shared.wake.notify_one();
+        }
+        rx
+    }
+}
+
+impl Drop for Journal {
+    /// Syncs what is written and stops the syncer.
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.syncer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl State {
+    /// A `BOUND` record that did not reach the file (or its sync) does not count.
+    fn forget_pending_bound(&mut self) {
+        self.pending_bound = None;
+        self.bound_written = self.bound_synced;
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn io(&self, e: std::io::Error) -> JournalError {
+        JournalError::Io { path: self.path.clone(), message: e.to_string() }
+    }
+}
+
+struct Live {
+    record: LeaseRecord,
+    expires: Instant,
+}
+
+/// The syncer thread's own state.
+struct Syncer {
+    dir: PathBuf,
+    path: PathBuf,
+    /// The leases the journal holds, as replay would restore them; expired ones are dropped at a rewrite.
+    live: HashMap<Arc<str>, Live>,
+    /// What `live` takes in the file, were it rewritten now.
+    live_bytes: u64,
+    /// Recorded first in every rewritten file.
+    boot_id: Option<String>,
+    /// The handle syncs go through (of the current file).
+    handle: Option<fs::File>,
+}
+
+impl Syncer {
+    fn run(mut self, shared: &Shared) {
+        loop {
+            let (upto, changes, closing) = {
+                let mut st = shared.lock();
+                loop {
+                    if !st.awaiting.is_empty() || st.closed {
+                        break;
+                    }
+                    st.syncer_idle = true;
+                    if st.file.unsynced() {
+                        let (g, waited) =
+                            shared.wake.wait_timeout(st, IDLE_SYNC).unwrap_or_else(std::sync::PoisonError::into_inner);
+                        st = g;
+                        st.syncer_idle = false;
+                        if waited.timed_out() {
+                            break;
+                        }
+                    } else {
+                        st = shared.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                        st.syncer_idle = false;
+                    }
+                }
+                (st.file.len(), std::mem::take(&mut st.changes), st.closed)
+            };
+            let result = match &self.handle {
+                Some(h) => h.sync_data(),
+                None => Err(std::io::Error::other("the lease journal file is not open")),
+            };
+            let ok = result.is_ok();
+            {
+                let mut st = shared.lock();
+                match result {
+                    Ok(()) => {
+                        st.file.synced_to(upto);
+                        if let Some((end, bound)) = st.pending_bound
+                            && end <= upto
+                        {
+                            st.bound_synced = st.bound_synced.max(bound);
+                            st.pending_bound = None;
+                        }
+                        while st.awaiting.front().is_some_and(|(end, _)| *end <= upto) {
+                            let (_, answer) = st.awaiting.pop_front().expect("checked");
+                            let _ = answer.send(Ok(()));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, path = %shared.path.display(), "cannot sync the lease journal");
+                        st.file.drop_unsynced();
+                        st.forget_pending_bound();
+                        let err = shared.io(e);
+                        for (_, answer) in st.awaiting.drain(..) {
+                            let _ = answer.send(Err(err.clone()));
+                        }
+                        st.changes.clear();
+                    }
+                }
+            }
+            // Answered first: what follows is bookkeeping.
+            if ok {
+                let now = Instant::now();
+                for c in &changes {
+                    self.apply(c, now);
+                }
+            }
+            if closing {
+                if ok {
+                    self.close(shared);
+                }
+                return;
+            }
+            if ok && upto >= COMPACT_MIN_BYTES.max(4 * self.live_bytes) {
+                self.compact(shared);
+            }
+        }
+    }
+
+    fn apply(&mut self, change: &Change, now: Instant) {
+        match change {
+            Change::Hold(r) => {
+                let expires = now + Duration::from_millis(r.lease_ms);
+                self.live_bytes += record_len(r) as u64;
+                if let Some(old) = self.live.insert(r.name.clone(), Live { record: r.clone(), expires }) {
+                    self.live_bytes -= record_len(&old.record) as u64;
+                }
+            }
+            Change::Renew { name, lease, lease_ms } => {
+                if let Some(l) = self.live.get_mut(name)
+                    && l.record.lease == *lease
+                {
+                    l.expires = now + Duration::from_millis(*lease_ms);
+                }
+            }
+            Change::Release { name, lease } => {
+                if self.live.get(name).is_some_and(|l| l.record.lease == *lease) {
+                    let old = self.live.remove(name).expect("present");
+                    self.live_bytes -= record_len(&old.record) as u64;
+                }
+            }
+        }
+    }
+
+    /// Rewrites the file with the live leases while appends are held in
+    /// memory, then puts the new file in place and writes what was held.
+    fn compact(&mut self, shared: &Shared) {
+        // The slow part first, while appends still go to the old file.
+        let fresh = match self.prepare() {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot compact the lease journal");
+                return;
+            }
+        };
+        let (changes, bound) = {
+            let mut st = shared.lock();
+            st.rewriting.get_or_insert_with(Held::default);
+            (std::mem::take(&mut st.changes), st.bound_written)
+        };
+        // Every change written to the old file is in `changes` or applied already.
+        let now = Instant::now();
+        for c in &changes {
+            self.apply(c, now);
+        }
+        let rewritten = self.fill(fresh, bound);
+        let mut st = shared.lock();
+        let held = st.rewriting.take().expect("set above");
+        match rewritten {
+            Ok(file) => {
+                // What waited for a sync of the old file is in the new one, synced.
+                for (_, answer) in st.awaiting.drain(..) {
+                    let _ = answer.send(Ok(()));
+                }
+                st.file = file;
+                st.bound_synced = bound;
+                st.pending_bound = None;
+            }
+            Err(e) => tracing::error!(error = %e, "cannot compact the lease journal"),
+        }
+        let base = st.file.len();
+        let written = if held.bytes.is_empty() { Ok(()) } else { st.file.write(&held.bytes) };
+        for (ack, answer, end) in held.answers {
+            match (&written, ack) {
+                (Err(e), _) => {
+                    let _ = answer.send(Err(JournalError::Io { path: shared.path.clone(), message: e.to_string() }));
+                }
+                (Ok(()), Ack::Written) => {
+                    let _ = answer.send(Ok(()));
+                }
+                (Ok(()), Ack::Synced) => st.awaiting.push_back((base + end, answer)),
+            }
+        }
+        if written.is_err() {
+            // The held changes never reached the file: the live map must not keep them.
+            st.changes.clear();
+        }
+    }
+
+    /// Marks a clean stop: a `CLOSED` record, synced, after everything else.
+    fn close(&mut self, shared: &Shared) {
+        let mut st = shared.lock();
+        let mut buf = Vec::new();
+        encode_closed(&mut buf);
+        let written = st.file.write(&buf).and_then(|()| match &self.handle {
+            Some(h) => h.sync_data(),
+            None => Ok(()),
+        });
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot mark the lease journal closed");
+        }
+    }
+
+    /// Writes the live leases to a new zero-filled file (temporary, synced,
+    /// renamed, directory synced) and returns it, ready for appends. A lease
+    /// the syncer's own clock saw expire is dropped: the service, whose clock
+    /// started each lease before the syncer's, saw it expire first.
+    ///
+    /// The file starts with this boot's id and `bound` (the `BOUND` that
+    /// grants answered ahead of their sync rely on).
+    fn rewrite(&mut self, bound: u64) -> Result<RecordFile, JournalError> {
+        let fresh = self.prepare()?;
+        self.fill(fresh, bound)
+    }
+
+    /// The temporary file of a rewrite, zero-filled and synced: the part of a
+    /// rewrite that appends need not wait for.
+    fn prepare(&self) -> Result<RecordFile, JournalError> {
+        let tmp = self.dir.join(format!("{JOURNAL_FILE}.tmp"));
+        let f = fs::File::create(&tmp).map_err(|e| self.io(e))?;
+        let mut file = RecordFile::new(f, 0, 0, PREALLOCATE_BYTES);
+        file.reserve(self.live_bytes + 1).map_err(|e| self.io(e))?;
+        Ok(file)
+    }
+
+    /// Writes the live leases into `file` from [`prepare`](Self::prepare),
+    /// syncs it and puts it in place of the journal.
+    fn fill(&mut self, mut file: RecordFile, bound: u64) -> Result<RecordFile, JournalError> {
+        let now = Instant::now();
+        self.live.retain(|_, l| l.expires > now);
+        self.live_bytes = self.live.values().map(|l| record_len(&l.record) as u64).sum();
+        let mut buf = Vec::with_capacity(self.live_bytes as usize + 64);
+        if let Some(boot) = &self.boot_id {
+            encode_boot(boot, &mut buf);
+        }
+        if bound > 0 {
+            encode_bound(bound, &mut buf);
+        }
+        for l in self.live.values() {
+            encode(&Change::Hold(l.record.clone()), &mut buf);
+        }
+        file.write(&buf).and_then(|()| file.sync()).map_err(|e| self.io(e))?;
+        let tmp = self.dir.join(format!("{JOURNAL_FILE}.tmp"));
+        fs::rename(&tmp, &self.path).map_err(|e| self.io(e))?;
+        fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| self.io(e))?;
+        self.handle = Some(file.sync_handle().map_err(|e| self.io(e))?);
+        Ok(file)
+    }
+
+    fn io(&self, e: std::io::Error) -> JournalError {
+        JournalError::Io { path: self.path.clone(), message: e.to_string() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(name: &str, lease: u128, token: u64) -> LeaseRecord {
+        LeaseRecord { name: name.into(), lease, client_id: format!("c-{name}"), token, lease_ms: 60_000 }
+    }
+
+    /// Where the records of a journal file end (the preallocated zeros start).
+    fn records_len(bytes: &[u8]) -> usize {
+        let mut at = 0;
+        while at + 8 <= bytes.len() {
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            if len == 0 {
+                break;
+            }
+            at += 8 + len;
+        }
+        at
+    }
+
+    /// Opens with the defaults: grants wait for their sync, no boot id.
+    fn open(dir: &Path) -> (Journal, Vec<LeaseRecord>) {
+        let (j, opened) = Journal::open(dir, JournalOptions::default()).unwrap();
+        (j, opened.leases)
+    }
+
+    /// The journal file as the kernel has it now: what a killed process, or
+    /// (once synced) a machine that stops, leaves behind.
+    fn snapshot(dir: &Path) -> tempfile::TempDir {
+        let copy = tempfile::tempdir().unwrap();
+        fs::copy(dir.join(JOURNAL_FILE), copy.path().join(JOURNAL_FILE)).unwrap();
+        copy
+    }
+
+    fn background(boot: &str) -> JournalOptions {
+        JournalOptions { background_grants: true, boot_id: Some(boot.into()) }
+    }
+
+    fn held(name: &str, lease: u128, lease_ms: u64) -> LeaseRecord {
+        LeaseRecord { lease_ms, ..rec(name, lease, lease as u64) }
+    }
+
+    #[tokio::test]
+    async fn background_grants_are_bounded_and_only_a_new_boot_waits_the_bound_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), background("boot-1")).unwrap();
+        // The first grant raises the bound, so it waits for its sync; a shorter one does not raise it.
+        j.append(Change::Hold(held("a", 1, 90_000))).await.unwrap().unwrap();
+        j.append(Change::Hold(held("b", 2, 30_000))).await.unwrap().unwrap();
+        let copy = snapshot(dir.path());
+        let replayed = replay(&copy.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(sorted(replayed.leases.clone()), vec![held("a", 1, 90_000), held("b", 2, 30_000)]);
+        assert_eq!((replayed.bound_ms, replayed.closed), (90_000, false));
+        // A process that was killed: the same boot, nothing lost, no wait.
+        assert_eq!(replayed.grace_ms(Some("boot-1")), 0);
+        // The machine restarted: grants answered ahead of their sync may be lost.
+        assert_eq!(replayed.grace_ms(Some("boot-2")), 90_000);
+        assert_eq!(replayed.grace_ms(None), 90_000);
+        let (_, opened) = Journal::open(copy.path(), background("boot-2")).unwrap();
+        assert_eq!((opened.grace_ms, opened.leases.len()), (90_000, 2));
+        // A clean stop syncs everything and says so: no wait even on a new boot.
+        drop(j);
+        let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap();
+        assert!(replayed.closed);
+        assert_eq!(replayed.grace_ms(Some("boot-2")), 0);
+        // A reopened journal starts a new bound; each-grant journals never write one.
+        let (j, opened) =
+            Journal::open(dir.path(), JournalOptions { background_grants: false, ..background("boot-2") }).unwrap();
+        assert_eq!((opened.grace_ms, opened.leases.len()), (0, 2));
+        j.append(Change::Hold(held("c", 3, 120_000))).await.unwrap().unwrap();
+        let replayed = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!((replayed.bound_ms, replayed.grace_ms(Some("boot-3"))), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn appends_during_a_rewrite_are_held_and_written_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), background("boot-1")).unwrap();
+        j.append(Change::Hold(held("a", 1, 60_000))).await.unwrap().unwrap();
+        // Pretend a rewrite is under way: appends are held, unanswered.
+        j.shared.lock().rewriting = Some(Held::default());
+        let mut grant = j.append(Change::Hold(held("b", 2, 60_000)));
+        let mut release = j.append_written(Change::Release { name: "a".into(), lease: 1 });
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(grant.try_recv().is_err() && release.try_recv().is_err(), "answered while held");
+        let mut syncer = Syncer {
+            dir: dir.path().to_path_buf(),
+            path: dir.path().join(JOURNAL_FILE),
+            boot_id: Some("boot-1".into()),
+            live: HashMap::new(),
+            live_bytes: 0,
+            handle: None,
+        };
+        // The rewrite, by this test's syncer standing in for the thread's.
+        syncer.compact(&j.shared);
+        release.await.unwrap().unwrap();
+        grant.await.unwrap().unwrap();
+        drop(j);
+        let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(replayed.leases, vec![held("b", 2, 60_000)]);
+        assert_eq!(replayed.boot.as_deref(), Some("boot-1"));
+    }
+
+    fn sorted(mut v: Vec<LeaseRecord>) -> Vec<LeaseRecord> {
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    #[tokio::test]
+    async fn holds_survive_reopen_and_releases_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, restored) = open(dir.path());
+        assert!(restored.is_empty());
+        j.append(Change::Hold(rec("a", 1, 5))).await.unwrap().unwrap();
+        j.append(Change::Hold(rec("b", 2, 6))).await.unwrap().unwrap();
+        j.append_unacknowledged(Change::Renew { name: "a".into(), lease: 1, lease_ms: 60_000 });
+        // A release naming another lease leaves the holder alone.
+        j.append(Change::Release { name: "b".into(), lease: 99 }).await.unwrap().unwrap();
+        j.append(Change::Release { name: "a".into(), lease: 1 }).await.unwrap().unwrap();
+        drop(j);
+        let (_, restored) = open(dir.path());
+        assert_eq!(sorted(restored), vec![rec("b", 2, 6)]);
+    }
+
+    #[tokio::test]
+    async fn a_release_is_in_the_file_when_it_is_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = open(dir.path());
+        j.append(Change::Hold(rec("a", 1, 5))).await.unwrap().unwrap();
+        j.append(Change::Hold(rec("b", 2, 6))).await.unwrap().unwrap();
+        j.append_written(Change::Release { name: "a".into(), lease: 1 }).await.unwrap().unwrap();
+        // What a process killed now leaves behind: the file as the kernel has it.
+        let copy = tempfile::tempdir().unwrap();
+        fs::copy(dir.path().join(JOURNAL_FILE), copy.path().join(JOURNAL_FILE)).unwrap();
+        assert_eq!(replay(&copy.path().join(JOURNAL_FILE)).unwrap().leases, vec![rec("b", 2, 6)]);
+    }
+
+    #[tokio::test]
+    async fn the_file_is_rewritten_with_the_live_leases_once_it_outgrows_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = open(dir.path());
+        j.append(Change::Hold(rec("kept", 1, 1))).await.unwrap().unwrap();
+        for i in 0..100_000u128 {
+            let name: Arc<str> = format!("n{i}").into();
+            j.append_unacknowledged(Change::Hold(LeaseRecord { name: name.clone(), ..rec("x", i + 2, 2) }));
+            j.append_unacknowledged(Change::Release { name, lease: i + 2 });
+        }
+        j.append(Change::Renew { name: "kept".into(), lease: 1, lease_ms: 60_000 }).await.unwrap().unwrap();
+        // Processed after any rewrite the batches before it caused.
+        j.append(Change::Renew { name: "kept".into(), lease: 1, lease_ms: 60_000 }).await.unwrap().unwrap();
+        let len = records_len(&fs::read(dir.path().join(JOURNAL_FILE)).unwrap());
+        assert!(len < COMPACT_MIN_BYTES as usize, "{len} bytes of records after 200,000 appended");
+        drop(j);
+        let (_, restored) = open(dir.path());
+        assert_eq!(restored, vec![rec("kept", 1, 1)]);
+    }
+
+    #[test]
+    fn a_torn_tail_is_dropped_and_corruption_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(JOURNAL_FILE);
+        let mut bytes = Vec::new();
+        encode(&Change::Hold(rec("a", 1, 5)), &mut bytes);
+        let good = bytes.len();
+        encode(&Change::Hold(rec("b", 2, 6)), &mut bytes);
+        fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let (j, restored) = open(dir.path());
+        assert_eq!(restored, vec![rec("a", 1, 5)]);
+        // The rewrite dropped the torn record: zeros follow the good one.
+        let rewritten = fs::read(&path).unwrap();
+        assert_eq!(records_len(&rewritten), good);
+        assert!(rewritten[good..].iter().all(|&b| b == 0) && rewritten.len() > good);
+        // A clean stop ends the file with its mark.
+        drop(j);
+        assert!(replay(&path).unwrap().closed);
+        // A checksummed record of an unknown kind is corruption.
+        let mut bad = Vec::new();
+        encode(&Change::Release { name: "a".into(), lease: 1 }, &mut bad);
+        bad[8] = 77;
+        let crc = crc32fast::hash(&bad[8..]);
+        bad[4..8].copy_from_slice(&crc.to_le_bytes());
+        fs::write(&path, &bad).unwrap();
+        assert!(matches!(
+            Journal::open(dir.path(), JournalOptions::default()),
+            Err(JournalError::Corrupt { offset: 0, .. })
+        ));
+    }
+}

@@ -28,11 +28,15 @@
 //!   batch that was never synced, hence never acknowledged, and the file is
 //!   rewritten without it before anything else is appended;
 //! - a failed write is zeroed in the file ([`RecordFile`]) and its caller
-//!   gets the error; a failed sync zeroes every record written since the
-//!   last good one and every grant waiting on it gets the error; later
-//!   records start again where they started, so a full disk fails writes
-//!   while it lasts and never leaves a torn record in the middle of the
-//!   file;
+//!   gets the error; later records start again where it started, so a full
+//!   disk fails writes while it lasts and never leaves a torn record in the
+//!   middle of the file;
+//! - a failed sync fails every grant waiting on it (the service undoes each
+//!   by appending its release) and leaves the records in the file, because
+//!   releases and background grants were answered on them: restoring a
+//!   failed grant holds a lease nobody holds for one duration, while
+//!   dropping an answered one could hand its lock to a second holder; the
+//!   syncer tries again within [`IDLE_SYNC`];
 //! - the file is rewritten (to a temporary file, synced, renamed, directory
 //!   synced) with only the leases still running whenever it has grown to
 //!   four times that size, so it stays proportional to the held locks;
@@ -399,23 +403,22 @@ impl Syncer {
                         }
                     }
                     Err(e) => {
+                        // The records stay: releases and background grants
+                        // were answered on them. Waiting grants fail, and the
+                        // service undoes them by appending their release.
                         tracing::error!(error = %e, path = %shared.path.display(), "cannot sync the lease journal");
-                        st.file.drop_unsynced();
                         st.forget_pending_bound();
                         let err = shared.io(e);
                         for (_, answer) in st.awaiting.drain(..) {
                             let _ = answer.send(Err(err.clone()));
                         }
-                        st.changes.clear();
                     }
                 }
             }
             // Answered first: what follows is bookkeeping.
-            if ok {
-                let now = Instant::now();
-                for c in &changes {
-                    self.apply(c, now);
-                }
+            let now = Instant::now();
+            for c in &changes {
+                self.apply(c, now);
             }
             if closing {
                 if ok {

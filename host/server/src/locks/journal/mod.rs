@@ -478,7 +478,7 @@ impl Syncer {
         for c in &changes {
             self.apply(c, now);
         }
-        let rewritten = self.fill(fresh, bound);
+        let rewritten = self.fill(Some(fresh), bound);
         let mut st = shared.lock();
         let held = st.rewriting.take().expect("set above");
         match rewritten {
@@ -534,8 +534,7 @@ impl Syncer {
     /// The file starts with this boot's id and `bound` (the `BOUND` that
     /// grants answered ahead of their sync rely on).
     fn rewrite(&mut self, bound: u64) -> Result<RecordFile, JournalError> {
-        let fresh = self.prepare()?;
-        self.fill(fresh, bound)
+        self.fill(None, bound)
     }
 
     /// The temporary file of a rewrite, zero-filled and synced: the part of a
@@ -548,9 +547,10 @@ impl Syncer {
         Ok(file)
     }
 
-    /// Writes the live leases into `file` from [`prepare`](Self::prepare),
-    /// syncs it and puts it in place of the journal.
-    fn fill(&mut self, mut file: RecordFile, bound: u64) -> Result<RecordFile, JournalError> {
+    /// Writes the live leases into `prepared` from [`prepare`](Self::prepare)
+    /// (or, without one, into a new file, zero-filled only past them), syncs
+    /// it and puts it in place of the journal.
+    fn fill(&mut self, prepared: Option<RecordFile>, bound: u64) -> Result<RecordFile, JournalError> {
         let now = Instant::now();
         self.live.retain(|_, l| l.expires > now);
         self.live_bytes = self.live.values().map(|l| record_len(&l.record) as u64).sum();
@@ -564,8 +564,22 @@ impl Syncer {
         for l in self.live.values() {
             encode(&Change::Hold(l.record.clone()), &mut buf);
         }
-        file.write(&buf).and_then(|()| file.sync()).map_err(|e| self.io(e))?;
         let tmp = self.dir.join(format!("{JOURNAL_FILE}.tmp"));
+        let file = match prepared {
+            Some(mut file) => {
+                file.write(&buf).and_then(|()| file.sync()).map_err(|e| self.io(e))?;
+                file
+            }
+            None => {
+                let mut f = fs::File::create(&tmp).map_err(|e| self.io(e))?;
+                std::io::Write::write_all(&mut f, &buf).map_err(|e| self.io(e))?;
+                let len = buf.len() as u64;
+                let mut file = RecordFile::new(f, len, len, PREALLOCATE_BYTES);
+                // Syncs the records with the zeros.
+                file.reserve(len + 1).map_err(|e| self.io(e))?;
+                file
+            }
+        };
         fs::rename(&tmp, &self.path).map_err(|e| self.io(e))?;
         fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| self.io(e))?;
         self.handle = Some(file.sync_handle().map_err(|e| self.io(e))?);

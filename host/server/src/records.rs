@@ -55,12 +55,41 @@ pub(crate) struct RecordFile {
     /// The file grows by this much at a time.
     step: u64,
     poisoned: bool,
+    /// A shared mapping of the whole allocated file, when asked for
+    /// ([`RecordFile::new_mapped`]): batches are then copied into the page
+    /// cache without a system call each.
+    map: Option<memmap2::MmapMut>,
+    mapped: bool,
 }
 
 impl RecordFile {
     /// `file` holding `len` bytes of synced records and `allocated` bytes in all.
     pub fn new(file: File, len: u64, allocated: u64, step: u64) -> RecordFile {
-        RecordFile { file, len, synced: len, allocated, step, poisoned: false }
+        RecordFile { file, len, synced: len, allocated, step, poisoned: false, map: None, mapped: false }
+    }
+
+    /// [`new`](Self::new), writing batches through a shared mapping of the
+    /// file (which must be open for reading and writing). A write into a
+    /// shared mapping is in the kernel's page cache at once, as a `pwrite`
+    /// is: it outlives the process, and `fdatasync` writes it out.
+    pub fn new_mapped(file: File, len: u64, allocated: u64, step: u64) -> std::io::Result<RecordFile> {
+        let mut f = RecordFile { mapped: true, ..RecordFile::new(file, len, allocated, step) };
+        f.remap()?;
+        Ok(f)
+    }
+
+    /// Maps the allocated file again (after it grew).
+    fn remap(&mut self) -> std::io::Result<()> {
+        self.map = None;
+        if self.mapped && self.allocated > 0 {
+            let len = usize::try_from(self.allocated).map_err(std::io::Error::other)?;
+            // SAFETY: the file is this process's own: the data directory's
+            // lock keeps other services out, and the file is never truncated
+            // while mapped (it only grows, and a rewrite replaces it with a
+            // new file), so the mapping always lies within the file.
+            self.map = Some(unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.file)? });
+        }
+        Ok(())
     }
 
     /// Bytes of records.
@@ -92,7 +121,10 @@ impl RecordFile {
             at += n as u64;
         }
         self.file.sync_all()?;
-        self.allocated = self.allocated.max(target);
+        if target > self.allocated {
+            self.allocated = target;
+            self.remap()?;
+        }
         Ok(())
     }
 
@@ -120,6 +152,12 @@ impl RecordFile {
         let end = self.len + batch.len() as u64;
         if end > self.allocated {
             self.reserve(end)?;
+        }
+        if let Some(map) = &mut self.map {
+            // Both bounds are within `allocated`, which the map covers.
+            map[self.len as usize..end as usize].copy_from_slice(batch);
+            self.len = end;
+            return Ok(());
         }
         match self.file.write_all_at(batch, self.len) {
             Ok(()) => {

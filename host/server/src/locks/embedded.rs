@@ -76,7 +76,7 @@ pub struct EmbeddedConfig {
     /// (`--lease-sync background`; see `journal/mod.rs` for what a machine
     /// crash then costs).
     pub background_grants: bool,
-    /// This boot of the machine; see [`JournalOptions::boot_id`].
+    /// This boot of the machine; see `JournalOptions::boot_id` (`None` if unknown).
     pub boot_id: Option<String>,
 }
 

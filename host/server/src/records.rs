@@ -180,7 +180,10 @@ impl RecordFile {
         let result = self.file.sync_data();
         match &result {
             Ok(()) => self.synced = self.len,
-            Err(_) => self.drop_unsynced(),
+            Err(_) => {
+                self.clear(self.synced, self.len - self.synced);
+                self.len = self.synced;
+            }
         }
         result
     }
@@ -198,22 +201,20 @@ impl RecordFile {
         self.synced = self.synced.max(upto.min(self.len));
     }
 
-    /// Zeroes every batch written since the last sync (a sync of them failed):
-    /// none of them counts.
-    pub fn drop_unsynced(&mut self) {
-        self.clear(self.synced, self.len - self.synced);
-        self.len = self.synced;
-    }
-
     /// Zeroes `n` bytes at `start` and syncs them, poisoning the file if that fails.
-    fn clear(&mut self, start: u64, n: u64) {
-        let cleared = usize::try_from(n)
+    fn zero(&mut self, start: u64, n: u64) -> std::io::Result<()> {
+        let result = usize::try_from(n)
             .map_err(std::io::Error::other)
             .and_then(|n| self.file.write_all_at(&vec![0; n], start))
             .and_then(|()| self.file.sync_data());
-        if let Err(e) = cleared {
+        self.poisoned |= result.is_err();
+        result
+    }
+
+    /// [`zero`](Self::zero) for a failed batch, whose own error is the one reported.
+    fn clear(&mut self, start: u64, n: u64) {
+        if let Err(e) = self.zero(start, n) {
             tracing::error!(error = %e, "cannot clear a failed batch of records");
-            self.poisoned = true;
         }
     }
 
@@ -221,16 +222,10 @@ impl RecordFile {
     /// so replay stops before them. On error the file refuses later batches.
     pub fn retract(&mut self, n: u64) -> std::io::Result<()> {
         let start = self.len.checked_sub(n).ok_or_else(|| std::io::Error::other("retracting more than was written"))?;
-        let zeros = vec![0u8; usize::try_from(n).map_err(std::io::Error::other)?];
-        let result = self.file.write_all_at(&zeros, start).and_then(|()| self.file.sync_data());
-        match &result {
-            Ok(()) => {
-                self.len = start;
-                self.synced = self.synced.min(start);
-            }
-            Err(_) => self.poisoned = true,
-        }
-        result
+        self.zero(start, n)?;
+        self.len = start;
+        self.synced = self.synced.min(start);
+        Ok(())
     }
 }
 

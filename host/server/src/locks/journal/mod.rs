@@ -216,7 +216,7 @@ impl Journal {
             live_bytes: 0,
             handle: None,
         };
-        let file = syncer.rewrite(0)?;
+        let file = syncer.fill(None, 0)?;
         let state = State {
             file,
             background: options.background_grants,
@@ -235,7 +235,7 @@ impl Journal {
         let thread = std::thread::Builder::new()
             .name("fencing-lease-journal".into())
             .spawn(move || syncer.run(&for_syncer))
-            .map_err(|e| JournalError::Io { path: shared.path.clone(), message: e.to_string() })?;
+            .map_err(|e| io_error(&shared.path, &e))?;
         Ok((Journal { shared, syncer: Some(thread) }, Opened { leases: replayed.leases, grace_ms }))
     }
 
@@ -286,7 +286,7 @@ impl Journal {
         let was_synced = !st.file.unsynced();
         if let Err(e) = st.file.write(&st.buf) {
             st.forget_pending_bound();
-            let _ = answer.send(Err(self.shared.io(e)));
+            let _ = answer.send(Err(io_error(&self.shared.path, &e)));
             return rx;
         }
         st.changes.push(change);
@@ -333,10 +333,10 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
 
-    fn io(&self, e: std::io::Error) -> JournalError {
-        JournalError::Io { path: self.path.clone(), message: e.to_string() }
-    }
+fn io_error(path: &Path, e: &std::io::Error) -> JournalError {
+    JournalError::Io { path: path.to_path_buf(), message: e.to_string() }
 }
 
 struct Live {
@@ -415,7 +415,7 @@ impl Syncer {
                         // service undoes them by appending their release.
                         tracing::error!(error = %e, path = %shared.path.display(), "cannot sync the lease journal");
                         st.forget_pending_bound();
-                        let err = shared.io(e);
+                        let err = io_error(&shared.path, &e);
                         for (_, answer) in st.awaiting.drain(..) {
                             let _ = answer.send(Err(err.clone()));
                         }
@@ -505,7 +505,7 @@ impl Syncer {
         for (ack, answer, end) in held.answers {
             match (&written, ack) {
                 (Err(e), _) => {
-                    let _ = answer.send(Err(JournalError::Io { path: shared.path.clone(), message: e.to_string() }));
+                    let _ = answer.send(Err(io_error(&shared.path, e)));
                 }
                 (Ok(()), Ack::Written) => {
                     let _ = answer.send(Ok(()));
@@ -533,30 +533,24 @@ impl Syncer {
         }
     }
 
-    /// Writes the live leases to a new zero-filled file (temporary, synced,
-    /// renamed, directory synced) and returns it, ready for appends. A lease
-    /// the syncer's own clock saw expire is dropped: the service, whose clock
-    /// started each lease before the syncer's, saw it expire first.
-    ///
-    /// The file starts with this boot's id and `bound` (the `BOUND` that
-    /// grants answered ahead of their sync rely on).
-    fn rewrite(&mut self, bound: u64) -> Result<RecordFile, JournalError> {
-        self.fill(None, bound)
-    }
-
     /// The temporary file of a rewrite, zero-filled and synced: the part of a
     /// rewrite that appends need not wait for.
     fn prepare(&self) -> Result<RecordFile, JournalError> {
-        let tmp = self.dir.join(format!("{JOURNAL_FILE}.tmp"));
-        let f = create(&tmp).map_err(|e| self.io(e))?;
+        let f = create(&self.tmp_path()).map_err(|e| self.io(e))?;
         let mut file = self.open_records(f, 0)?;
         file.reserve(self.live_bytes + 1).map_err(|e| self.io(e))?;
         Ok(file)
     }
 
-    /// Writes the live leases into `prepared` from [`prepare`](Self::prepare)
-    /// (or, without one, into a new file, zero-filled only past them), syncs
-    /// it and puts it in place of the journal.
+    /// Writes the live leases to a new zero-filled file (temporary, synced,
+    /// renamed, directory synced) and returns it, ready for appends: into
+    /// `prepared` from [`prepare`](Self::prepare), or without one into a new
+    /// file, zero-filled only past them. A lease the syncer's own clock saw
+    /// expire is dropped: the service, whose clock started each lease before
+    /// the syncer's, saw it expire first.
+    ///
+    /// The file starts with this boot's id and `bound` (the `BOUND` that
+    /// grants answered ahead of their sync rely on).
     fn fill(&mut self, prepared: Option<RecordFile>, bound: u64) -> Result<RecordFile, JournalError> {
         let now = Instant::now();
         self.live.retain(|_, l| l.expires > now);
@@ -571,7 +565,7 @@ impl Syncer {
         for l in self.live.values() {
             encode(&Change::Hold(l.record.clone()), &mut buf);
         }
-        let tmp = self.dir.join(format!("{JOURNAL_FILE}.tmp"));
+        let tmp = self.tmp_path();
         let file = match prepared {
             Some(mut file) => {
                 file.write(&buf).and_then(|()| file.sync()).map_err(|e| self.io(e))?;
@@ -602,8 +596,12 @@ impl Syncer {
         }
     }
 
+    fn tmp_path(&self) -> PathBuf {
+        self.dir.join(format!("{JOURNAL_FILE}.tmp"))
+    }
+
     fn io(&self, e: std::io::Error) -> JournalError {
-        JournalError::Io { path: self.path.clone(), message: e.to_string() }
+        io_error(&self.path, &e)
     }
 }
 

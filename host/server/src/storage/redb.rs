@@ -5,8 +5,9 @@
 //! which takes what is queued, up to [`MAX_BATCH`]). The committer opens one
 //! redb write transaction, decides each write in arrival order against the
 //! fence as left by the earlier writes of the same batch, applies the
-//! admitted ones, appends them to the log (`wal.rs`: one write, one
-//! `fdatasync` for the batch), commits the transaction without a sync, and
+//! admitted ones, appends them to the log (`wal.rs`: one `O_DIRECT |
+//! O_DSYNC` write for the batch, or a write and an `fdatasync` where the
+//! file system has no direct I/O), commits the transaction without a sync, and
 //! only then answers every writer. A checkpoint (a durable redb commit, then
 //! the log rewound) follows every `CHECKPOINT_BYTES` of log (or half the
 //! space reserve, if smaller: see `redb_open.rs`) or every

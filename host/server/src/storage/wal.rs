@@ -1,6 +1,9 @@
 //! The embedded store's write-ahead log: admitted writes made durable with
-//! one sequential write and one `fdatasync` per batch, in front of redb,
-//! whose own commits then need no fsync until a checkpoint.
+//! one sequential write per batch, in front of redb, whose own commits then
+//! need no fsync until a checkpoint. The write is `O_DIRECT | O_DSYNC`
+//! (`RecordFile::direct`: it writes and syncs in one system call, without
+//! page-cache writeback), or a `pwrite` and an `fdatasync` where the file
+//! system has no direct I/O.
 //!
 //! Why: a durable redb commit rewrites several B-tree pages scattered over
 //! its file and syncs them all; a lone writer waits for that on every write.
@@ -101,7 +104,7 @@ impl Wal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let pending = replay(&bytes, applied);
-        let file = RecordFile::new(file, 0, bytes.len() as u64, PREALLOCATE_BYTES);
+        let file = RecordFile::new(file, 0, bytes.len() as u64, PREALLOCATE_BYTES).direct(&path);
         Ok((Wal { path, file, buf: Vec::new(), last_batch: 0 }, pending))
     }
 

@@ -91,8 +91,8 @@ impl RecordFile {
     /// Makes [`append`](Self::append) write each batch with `O_DIRECT |
     /// O_DSYNC` through a second handle of `path` (this file): one system
     /// call writes and syncs it, and no page-cache writeback runs in between.
-    /// Where the file system refuses direct I/O (tmpfs, for
-    /// one), appends stay buffered; so they do if a direct write is refused.
+    /// Where the file system refuses direct I/O, appends stay
+    /// buffered; so they do from the first direct write it refuses.
     pub fn direct(mut self, path: &Path) -> RecordFile {
         let flags = nix::fcntl::OFlag::O_DIRECT | nix::fcntl::OFlag::O_DSYNC;
         let opened = std::fs::OpenOptions::new().write(true).custom_flags(flags.bits()).open(path);

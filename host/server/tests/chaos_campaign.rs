@@ -45,7 +45,7 @@ fn wrapper(dir: &Path) -> std::path::PathBuf {
     script
 }
 
-async fn run(fencing: bool, seed: u64) -> fencing_host::chaos::check::Report {
+async fn run(fencing: bool, seed: u64, background_grants: bool) -> fencing_host::chaos::check::Report {
     let dir = tempfile::tempdir().unwrap();
     let cfg = CampaignConfig {
         seconds: 6,
@@ -59,24 +59,31 @@ async fn run(fencing: bool, seed: u64) -> fencing_host::chaos::check::Report {
         exe: wrapper(dir.path()),
         // The fenced run also exercises authentication: servers demand the token, clients send it.
         auth: fencing,
+        background_grants,
     };
     let report = campaign::run(&cfg).await.unwrap().report;
     // The merged history on disk checks the same as the report.
     let again = fencing_host::chaos::check::check(&read_history(&cfg.history).unwrap());
     assert_eq!(again.summary, report.summary);
-    eprintln!("fencing={fencing}: {}", serde_json::to_string(&report.summary).unwrap());
+    eprintln!(
+        "fencing={fencing} background_grants={background_grants}: {}",
+        serde_json::to_string(&report.summary).unwrap()
+    );
     report
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_campaign_injects_faults_and_its_checker_sees_what_fencing_prevents() {
-    let fenced = run(true, 11).await;
-    assert!(fenced.is_valid(), "{:?}", fenced.violations);
-    let s = &fenced.summary;
-    assert!(s.pauses + s.kills + s.proxy_faults > 0, "{s:?}");
-    assert_eq!(s.kills, s.restarts, "every killed server came back: {s:?}");
-    assert!(s.admitted > 0 && s.reads_checked >= 2, "{s:?}");
+    // Grants answered once synced (the default), then ahead of their sync.
+    for background_grants in [false, true] {
+        let fenced = run(true, 11, background_grants).await;
+        assert!(fenced.is_valid(), "{:?}", fenced.violations);
+        let s = &fenced.summary;
+        assert!(s.pauses + s.kills + s.proxy_faults > 0, "{s:?}");
+        assert_eq!(s.kills, s.restarts, "every killed server came back: {s:?}");
+        assert!(s.admitted > 0 && s.reads_checked >= 2, "{s:?}");
+    }
 
-    let unfenced = run(false, 11).await;
+    let unfenced = run(false, 11, false).await;
     assert!(!unfenced.is_valid(), "no violation without fencing: {:?}", unfenced.summary);
 }

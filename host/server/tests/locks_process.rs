@@ -306,4 +306,12 @@ fn lease_sync_is_checked_before_the_server_starts() {
     let out = serve(&["--lease-sync", "sometimes"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("each-grant"), "{out:?}");
+    // The chaos campaign passes it to its own lock service; the cluster's locks are etcd's.
+    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+        .args(["chaos", "--topology", "cluster", "--lease-sync", "background", "--seconds", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--lease-sync") || stderr.contains("needs root"), "{stderr}");
 }

@@ -43,6 +43,9 @@ pub struct CampaignConfig {
     /// directory) and have every client send it: the campaign then also shows that
     /// authentication changes nothing for clients that hold the token.
     pub auth: bool,
+    /// Run the lock service with `--lease-sync background`: grants answered
+    /// ahead of their journal's sync then live through its kills and restarts.
+    pub background_grants: bool,
 }
 
 impl CampaignConfig {
@@ -156,7 +159,11 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
         extra.push("--no-fencing".to_string());
     }
     let mut storage = Server::new(&cfg.exe, "storage", free_addr()?, &cfg.work_dir, extra);
-    let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, auth_args);
+    let mut lock_args = auth_args;
+    if cfg.background_grants {
+        lock_args.extend(["--lease-sync".to_string(), "background".to_string()]);
+    }
+    let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, lock_args);
     locks.start().await?;
     storage.start().await?;
     let storage_url = format!("http://{}", storage.addr);

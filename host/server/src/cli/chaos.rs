@@ -11,6 +11,7 @@ use crate::chaos::client::{self, ClientConfig};
 use crate::chaos::cluster;
 use crate::chaos::history::{Record, read_history};
 use crate::chaos::report;
+use crate::cli::serve::LeaseSync;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -87,6 +88,11 @@ struct RunArgs {
     /// Start both servers with `--auth-token-file` (a random token) and have the clients send it.
     #[arg(long)]
     auth: bool,
+    /// When the lock service answers a grant (`fencing serve --lease-sync`): `background`
+    /// puts grants answered ahead of their journal's sync through the kills and restarts.
+    /// Local topology only (the cluster's locks are etcd's).
+    #[arg(long, value_enum, default_value_t = LeaseSync::EachGrant)]
+    lease_sync: LeaseSync,
     /// Write DIR/timeline.html: every request as a bar per client lane, the faults as bands,
     /// violations in red, throughput and latency over time. Self-contained; open it in a browser.
     #[arg(long, value_name = "DIR")]
@@ -184,6 +190,9 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         if !nix::unistd::geteuid().is_root() {
             return Err(super::usage("--topology cluster needs root (it makes network namespaces)"));
         }
+        if a.lease_sync != LeaseSync::EachGrant {
+            return Err(super::usage("--lease-sync is for the local topology (the cluster's locks are etcd's)"));
+        }
         if a.clients > cluster::MAX_CLIENTS {
             return Err(super::usage(format!("--topology cluster runs at most {} clients", cluster::MAX_CLIENTS)));
         }
@@ -200,13 +209,14 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         Topology::Cluster => (1000, 3000),
     });
     eprintln!(
-        "chaos: {} topology, seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, history {}",
+        "chaos: {} topology, seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, lease sync {}, history {}",
         format!("{:?}", a.topology).to_lowercase(),
         a.seconds,
         a.clients,
         a.resources,
         if a.no_fencing { "off" } else { "on" },
         if a.auth { "on" } else { "off" },
+        if a.lease_sync == LeaseSync::Background { "background" } else { "each grant" },
         history.display()
     );
     let cfg = CampaignConfig {
@@ -220,6 +230,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         history,
         exe: std::env::current_exe().context("locate the fencing binary")?,
         auth: a.auth,
+        background_grants: a.lease_sync == LeaseSync::Background,
     };
     let campaign::Finished { records, report } = match a.topology {
         Topology::Local => runtime()?.block_on(campaign::run(&cfg))?,

@@ -177,7 +177,8 @@ impl RecordFile {
         if self.direct.is_some() && !self.poisoned && !self.unsynced() {
             return self.append_direct(batch);
         }
-        self.append_then(batch, || ())
+        self.write(batch)?;
+        self.sync()
     }
 
     /// [`append`](Self::append) through the direct handle: the block the
@@ -211,7 +212,7 @@ impl RecordFile {
                 // Refused before anything was written (alignment): buffered from now on.
                 tracing::debug!(error = %e, "direct record writes refused; writing buffered");
                 self.direct = None;
-                self.append_then(batch, || ())
+                self.append(batch)
             }
             Err(e) => {
                 // Only the batch's bytes can differ from what the file held.
@@ -219,16 +220,6 @@ impl RecordFile {
                 Err(e)
             }
         }
-    }
-
-    /// [`append`](Self::append), calling `written` once the batch is in the
-    /// file (the kernel's page cache: it outlives this process, not the
-    /// machine) and before it is synced; `written` is not called if the
-    /// write fails. A sync that fails afterwards zeroes the batch as usual.
-    pub fn append_then(&mut self, batch: &[u8], written: impl FnOnce()) -> std::io::Result<()> {
-        self.write(batch)?;
-        written();
-        self.sync()
     }
 
     /// Writes `batch` after the records without syncing it (a later
@@ -369,7 +360,6 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::OpenOptionsExt;
 
     /// One record per payload, as one batch.
     fn batch(payloads: &[Vec<u8>]) -> Vec<u8> {

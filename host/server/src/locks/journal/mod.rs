@@ -55,17 +55,23 @@
 //! the service wait that long before granting a lock the file does not hold
 //! ([`Opened::grace_ms`]). Process crashes and clean restarts, on the same
 //! boot, lose nothing and wait for nothing.
+//!
+//! Layout: this file takes appends and answers them; `syncer.rs` is the
+//! syncer thread (group commit, live leases, rewrites); `format.rs` is the
+//! record format and replay.
 
 mod format;
+mod syncer;
 
 use crate::records::RecordFile;
-use format::{encode, encode_boot, encode_bound, encode_closed, record_len, replay};
-use std::collections::{HashMap, VecDeque};
+use format::{encode, encode_bound, replay};
+use std::collections::VecDeque;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use syncer::Syncer;
 use tokio::sync::oneshot;
 
 /// File name of the journal inside the data directory.
@@ -202,20 +208,7 @@ impl Journal {
         let path = dir.join(JOURNAL_FILE);
         let replayed = replay(&path)?;
         let grace_ms = replayed.grace_ms(options.boot_id.as_deref());
-        let now = Instant::now();
-        let mut syncer = Syncer {
-            dir: dir.to_path_buf(),
-            path: path.clone(),
-            boot_id: options.boot_id.clone(),
-            mapped: options.background_grants,
-            live: replayed
-                .leases
-                .iter()
-                .map(|r| (r.name.clone(), Live { expires: now + Duration::from_millis(r.lease_ms), record: r.clone() }))
-                .collect(),
-            live_bytes: 0,
-            handle: None,
-        };
+        let mut syncer = Syncer::new(dir, &options, &replayed.leases);
         let file = syncer.fill(None, 0)?;
         let state = State {
             file,
@@ -339,277 +332,6 @@ fn io_error(path: &Path, e: &std::io::Error) -> JournalError {
     JournalError::Io { path: path.to_path_buf(), message: e.to_string() }
 }
 
-struct Live {
-    record: LeaseRecord,
-    expires: Instant,
-}
-
-/// The syncer thread's own state.
-struct Syncer {
-    dir: PathBuf,
-    path: PathBuf,
-    /// The leases the journal holds, as replay would restore them; expired ones are dropped at a rewrite.
-    live: HashMap<Arc<str>, Live>,
-    /// What `live` takes in the file, were it rewritten now.
-    live_bytes: u64,
-    /// Recorded first in every rewritten file.
-    boot_id: Option<String>,
-    /// Appends copy into a shared mapping of the file instead of a `pwrite`
-    /// each: only with background grants. With grants waiting on back-to-back
-    /// syncs, a write into a mapped page that is being written out stalls,
-    /// which measured slower than a `pwrite` here.
-    mapped: bool,
-    /// The handle syncs go through (of the current file).
-    handle: Option<fs::File>,
-}
-
-impl Syncer {
-    fn run(mut self, shared: &Shared) {
-        loop {
-            let (upto, changes, closing) = {
-                let mut st = shared.lock();
-                loop {
-                    if !st.awaiting.is_empty() || st.closed {
-                        break;
-                    }
-                    st.syncer_idle = true;
-                    if st.file.unsynced() {
-                        let (g, waited) =
-                            shared.wake.wait_timeout(st, IDLE_SYNC).unwrap_or_else(std::sync::PoisonError::into_inner);
-                        st = g;
-                        st.syncer_idle = false;
-                        if waited.timed_out() {
-                            break;
-                        }
-                    } else {
-                        st = shared.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
-                        st.syncer_idle = false;
-                    }
-                }
-                (st.file.len(), std::mem::take(&mut st.changes), st.closed)
-            };
-            let result = match &self.handle {
-                Some(h) => h.sync_data(),
-                None => Err(std::io::Error::other("the lease journal file is not open")),
-            };
-            let ok = result.is_ok();
-            {
-                let mut st = shared.lock();
-                match result {
-                    Ok(()) => {
-                        st.file.synced_to(upto);
-                        if let Some((end, bound)) = st.pending_bound
-                            && end <= upto
-                        {
-                            st.bound_synced = st.bound_synced.max(bound);
-                            st.pending_bound = None;
-                        }
-                        while st.awaiting.front().is_some_and(|(end, _)| *end <= upto) {
-                            let (_, answer) = st.awaiting.pop_front().expect("checked");
-                            let _ = answer.send(Ok(()));
-                        }
-                    }
-                    Err(e) => {
-                        // The records stay: releases and background grants
-                        // were answered on them. Waiting grants fail, and the
-                        // service undoes them by appending their release.
-                        tracing::error!(error = %e, path = %shared.path.display(), "cannot sync the lease journal");
-                        st.forget_pending_bound();
-                        let err = io_error(&shared.path, &e);
-                        for (_, answer) in st.awaiting.drain(..) {
-                            let _ = answer.send(Err(err.clone()));
-                        }
-                    }
-                }
-            }
-            // Answered first: what follows is bookkeeping.
-            let now = Instant::now();
-            for c in &changes {
-                self.apply(c, now);
-            }
-            if closing {
-                if ok {
-                    self.close(shared);
-                }
-                return;
-            }
-            if ok && upto >= COMPACT_MIN_BYTES.max(4 * self.live_bytes) {
-                self.compact(shared);
-            }
-        }
-    }
-
-    fn apply(&mut self, change: &Change, now: Instant) {
-        match change {
-            Change::Hold(r) => {
-                let expires = now + Duration::from_millis(r.lease_ms);
-                self.live_bytes += record_len(r) as u64;
-                if let Some(old) = self.live.insert(r.name.clone(), Live { record: r.clone(), expires }) {
-                    self.live_bytes -= record_len(&old.record) as u64;
-                }
-            }
-            Change::Renew { name, lease, lease_ms } => {
-                if let Some(l) = self.live.get_mut(name)
-                    && l.record.lease == *lease
-                {
-                    l.expires = now + Duration::from_millis(*lease_ms);
-                }
-            }
-            Change::Release { name, lease } => {
-                if self.live.get(name).is_some_and(|l| l.record.lease == *lease) {
-                    let old = self.live.remove(name).expect("present");
-                    self.live_bytes -= record_len(&old.record) as u64;
-                }
-            }
-        }
-    }
-
-    /// Rewrites the file with the live leases while appends are held in
-    /// memory, then puts the new file in place and writes what was held.
-    fn compact(&mut self, shared: &Shared) {
-        // The slow part first, while appends still go to the old file.
-        let fresh = match self.prepare() {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot compact the lease journal");
-                return;
-            }
-        };
-        let (changes, bound) = {
-            let mut st = shared.lock();
-            st.rewriting.get_or_insert_with(Held::default);
-            (std::mem::take(&mut st.changes), st.bound_written)
-        };
-        // Every change written to the old file is in `changes` or applied already.
-        let now = Instant::now();
-        for c in &changes {
-            self.apply(c, now);
-        }
-        let rewritten = self.fill(Some(fresh), bound);
-        let mut st = shared.lock();
-        let held = st.rewriting.take().expect("set above");
-        match rewritten {
-            Ok(file) => {
-                // What waited for a sync of the old file is in the new one, synced.
-                for (_, answer) in st.awaiting.drain(..) {
-                    let _ = answer.send(Ok(()));
-                }
-                st.file = file;
-                st.bound_synced = bound;
-                st.pending_bound = None;
-            }
-            Err(e) => tracing::error!(error = %e, "cannot compact the lease journal"),
-        }
-        let base = st.file.len();
-        let written = if held.bytes.is_empty() { Ok(()) } else { st.file.write(&held.bytes) };
-        for (ack, answer, end) in held.answers {
-            match (&written, ack) {
-                (Err(e), _) => {
-                    let _ = answer.send(Err(io_error(&shared.path, e)));
-                }
-                (Ok(()), Ack::Written) => {
-                    let _ = answer.send(Ok(()));
-                }
-                (Ok(()), Ack::Synced) => st.awaiting.push_back((base + end, answer)),
-            }
-        }
-        if written.is_err() {
-            // The held changes never reached the file: the live map must not keep them.
-            st.changes.clear();
-        }
-    }
-
-    /// Marks a clean stop: a `CLOSED` record, synced, after everything else.
-    fn close(&mut self, shared: &Shared) {
-        let mut st = shared.lock();
-        let mut buf = Vec::new();
-        encode_closed(&mut buf);
-        let written = st.file.write(&buf).and_then(|()| match &self.handle {
-            Some(h) => h.sync_data(),
-            None => Ok(()),
-        });
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "cannot mark the lease journal closed");
-        }
-    }
-
-    /// The temporary file of a rewrite, zero-filled and synced: the part of a
-    /// rewrite that appends need not wait for.
-    fn prepare(&self) -> Result<RecordFile, JournalError> {
-        let f = create(&self.tmp_path()).map_err(|e| self.io(e))?;
-        let mut file = self.open_records(f, 0)?;
-        file.reserve(self.live_bytes + 1).map_err(|e| self.io(e))?;
-        Ok(file)
-    }
-
-    /// Writes the live leases to a new zero-filled file (temporary, synced,
-    /// renamed, directory synced) and returns it, ready for appends: into
-    /// `prepared` from [`prepare`](Self::prepare), or without one into a new
-    /// file, zero-filled only past them. A lease the syncer's own clock saw
-    /// expire is dropped: the service, whose clock started each lease before
-    /// the syncer's, saw it expire first.
-    ///
-    /// The file starts with this boot's id and `bound` (the `BOUND` that
-    /// grants answered ahead of their sync rely on).
-    fn fill(&mut self, prepared: Option<RecordFile>, bound: u64) -> Result<RecordFile, JournalError> {
-        let now = Instant::now();
-        self.live.retain(|_, l| l.expires > now);
-        self.live_bytes = self.live.values().map(|l| record_len(&l.record) as u64).sum();
-        let mut buf = Vec::with_capacity(self.live_bytes as usize + 64);
-        if let Some(boot) = &self.boot_id {
-            encode_boot(boot, &mut buf);
-        }
-        if bound > 0 {
-            encode_bound(bound, &mut buf);
-        }
-        for l in self.live.values() {
-            encode(&Change::Hold(l.record.clone()), &mut buf);
-        }
-        let tmp = self.tmp_path();
-        let file = match prepared {
-            Some(mut file) => {
-                file.write(&buf).and_then(|()| file.sync()).map_err(|e| self.io(e))?;
-                file
-            }
-            None => {
-                let mut f = create(&tmp).map_err(|e| self.io(e))?;
-                std::io::Write::write_all(&mut f, &buf).map_err(|e| self.io(e))?;
-                let len = buf.len() as u64;
-                let mut file = self.open_records(f, len)?;
-                // Syncs the records with the zeros.
-                file.reserve(len + 1).map_err(|e| self.io(e))?;
-                file
-            }
-        };
-        fs::rename(&tmp, &self.path).map_err(|e| self.io(e))?;
-        fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| self.io(e))?;
-        self.handle = Some(file.sync_handle().map_err(|e| self.io(e))?);
-        Ok(file)
-    }
-
-    /// `f`, holding `len` bytes, as a record file (mapped if `self.mapped`).
-    fn open_records(&self, f: fs::File, len: u64) -> Result<RecordFile, JournalError> {
-        if self.mapped {
-            RecordFile::new_mapped(f, len, len, PREALLOCATE_BYTES).map_err(|e| self.io(e))
-        } else {
-            Ok(RecordFile::new(f, len, len, PREALLOCATE_BYTES))
-        }
-    }
-
-    fn tmp_path(&self) -> PathBuf {
-        self.dir.join(format!("{JOURNAL_FILE}.tmp"))
-    }
-
-    fn io(&self, e: std::io::Error) -> JournalError {
-        io_error(&self.path, &e)
-    }
-}
-
-/// A new, empty file open for reading and writing (as a shared mapping needs).
-fn create(path: &Path) -> std::io::Result<fs::File> {
-    fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,15 +418,7 @@ mod tests {
         let mut release = j.append_written(Change::Release { name: "a".into(), lease: 1 });
         std::thread::sleep(Duration::from_millis(20));
         assert!(grant.try_recv().is_err() && release.try_recv().is_err(), "answered while held");
-        let mut syncer = Syncer {
-            dir: dir.path().to_path_buf(),
-            path: dir.path().join(JOURNAL_FILE),
-            boot_id: Some("boot-1".into()),
-            mapped: true,
-            live: HashMap::new(),
-            live_bytes: 0,
-            handle: None,
-        };
+        let mut syncer = Syncer::new(dir.path(), &background("boot-1"), &[]);
         // The rewrite, by this test's syncer standing in for the thread's.
         syncer.compact(&j.shared);
         release.await.unwrap().unwrap();

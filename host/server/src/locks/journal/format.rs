@@ -9,7 +9,7 @@
 //!   this (background grants; see `mod.rs`);
 //! - `CLOSED`: the service stopped cleanly; last in the file, and synced.
 
-use super::{Change, JournalError, LeaseRecord};
+use super::{Change, JournalError, LeaseRecord, io_error};
 use crate::records::{self, Reader};
 use std::collections::HashMap;
 use std::fs;
@@ -114,11 +114,9 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 pub(super) fn replay(path: &Path) -> Result<Replayed, JournalError> {
     let mut bytes = Vec::new();
     match fs::File::open(path) {
-        Ok(mut f) => f
-            .read_to_end(&mut bytes)
-            .map_err(|e| JournalError::Io { path: path.to_path_buf(), message: e.to_string() })?,
+        Ok(mut f) => f.read_to_end(&mut bytes).map_err(|e| io_error(path, &e))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(JournalError::Io { path: path.to_path_buf(), message: e.to_string() }),
+        Err(e) => return Err(io_error(path, &e)),
     };
     let mut live: HashMap<Arc<str>, LeaseRecord> = HashMap::new();
     let mut out = Replayed::default();

@@ -187,11 +187,11 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
     if a.topology == Topology::Cluster {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(super::usage("--topology cluster needs root (it makes network namespaces)"));
-        }
         if a.lease_sync != LeaseSync::EachGrant {
             return Err(super::usage("--lease-sync is for the local topology (the cluster's locks are etcd's)"));
+        }
+        if !nix::unistd::geteuid().is_root() {
+            return Err(super::usage("--topology cluster needs root (it makes network namespaces)"));
         }
         if a.clients > cluster::MAX_CLIENTS {
             return Err(super::usage(format!("--topology cluster runs at most {} clients", cluster::MAX_CLIENTS)));

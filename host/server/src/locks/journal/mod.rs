@@ -58,8 +58,10 @@
 //!
 //! Layout: this file takes appends and answers them; `syncer.rs` is the
 //! syncer thread (group commit, live leases, rewrites); `format.rs` is the
-//! record format and replay.
+//! record format and replay; `failures.rs` keeps a failing sync or rewrite
+//! from flooding the log.
 
+mod failures;
 mod format;
 mod syncer;
 
@@ -420,13 +422,34 @@ mod tests {
         assert!(grant.try_recv().is_err() && release.try_recv().is_err(), "answered while held");
         let mut syncer = Syncer::new(dir.path(), &background("boot-1"), &[]);
         // The rewrite, by this test's syncer standing in for the thread's.
-        syncer.compact(&j.shared);
+        assert!(syncer.try_compact(&j.shared, std::time::Instant::now()));
         release.await.unwrap().unwrap();
         grant.await.unwrap().unwrap();
         drop(j);
         let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap();
         assert_eq!(replayed.leases, vec![held("b", 2, 60_000)]);
         assert_eq!(replayed.boot.as_deref(), Some("boot-1"));
+    }
+
+    #[tokio::test]
+    async fn a_failing_rewrite_backs_off_and_the_journal_keeps_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = open(dir.path());
+        j.append(Change::Hold(rec("a", 1, 5))).await.unwrap().unwrap();
+        // The rewrite's temporary file cannot be created where a directory is.
+        fs::create_dir(dir.path().join(format!("{JOURNAL_FILE}.tmp"))).unwrap();
+        let mut syncer = Syncer::new(dir.path(), &JournalOptions::default(), &[]);
+        let t0 = std::time::Instant::now();
+        assert!(syncer.try_compact(&j.shared, t0), "the first rewrite is tried");
+        assert!(!syncer.try_compact(&j.shared, t0 + Duration::from_millis(500)), "retried within its backoff");
+        assert!(syncer.try_compact(&j.shared, t0 + Duration::from_secs(1)), "not retried after its backoff");
+        // Appends go on in the old file, and nothing in it was lost.
+        j.append(Change::Hold(rec("b", 2, 6))).await.unwrap().unwrap();
+        assert!(j.shared.lock().rewriting.is_none());
+        drop(j);
+        fs::remove_dir(dir.path().join(format!("{JOURNAL_FILE}.tmp"))).unwrap();
+        let (_, restored) = open(dir.path());
+        assert_eq!(sorted(restored), vec![rec("a", 1, 5), rec("b", 2, 6)]);
     }
 
     fn sorted(mut v: Vec<LeaseRecord>) -> Vec<LeaseRecord> {

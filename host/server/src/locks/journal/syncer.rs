@@ -4,6 +4,7 @@
 //! rewrites the file once it outgrows them (see the invariants in
 //! `journal/mod.rs`).
 
+use super::failures::Failures;
 use super::format::{encode, encode_boot, encode_bound, encode_closed, record_len};
 use super::{
     Ack, COMPACT_MIN_BYTES, Change, Held, IDLE_SYNC, JOURNAL_FILE, JournalError, JournalOptions, LeaseRecord,
@@ -38,7 +39,13 @@ pub(super) struct Syncer {
     mapped: bool,
     /// The handle syncs go through (of the current file).
     handle: Option<fs::File>,
+    /// Failed syncs and rewrites since their last success (logging, and the rewrite's backoff).
+    sync_failures: Failures,
+    rewrite_failures: Failures,
 }
+
+/// After a failed rewrite, the next is tried no sooner than this (not at every sync).
+const REWRITE_BACKOFF: Duration = Duration::from_secs(1);
 
 impl Syncer {
     /// The syncer of the journal in `dir`, holding `leases` (as replayed).
@@ -55,6 +62,8 @@ impl Syncer {
                 .collect(),
             live_bytes: 0,
             handle: None,
+            sync_failures: Failures::default(),
+            rewrite_failures: Failures::default(),
         }
     }
 
@@ -91,6 +100,9 @@ impl Syncer {
                 let mut st = shared.lock();
                 match result {
                     Ok(()) => {
+                        if let Some(failed) = self.sync_failures.succeeded() {
+                            tracing::info!(failed, path = %shared.path.display(), "the lease journal syncs again");
+                        }
                         st.file.synced_to(upto);
                         if let Some((end, bound)) = st.pending_bound
                             && end <= upto
@@ -107,7 +119,14 @@ impl Syncer {
                         // The records stay: releases and background grants
                         // were answered on them. Waiting grants fail, and the
                         // service undoes them by appending their release.
-                        tracing::error!(error = %e, path = %shared.path.display(), "cannot sync the lease journal");
+                        if let Some(unlogged) = self.sync_failures.failed(Instant::now()) {
+                            tracing::error!(
+                                error = %e,
+                                path = %shared.path.display(),
+                                unlogged,
+                                "cannot sync the lease journal (retrying; `unlogged` failed since the last line)"
+                            );
+                        }
                         st.forget_pending_bound();
                         let err = io_error(&shared.path, &e);
                         for (_, answer) in st.awaiting.drain(..) {
@@ -128,7 +147,7 @@ impl Syncer {
                 return;
             }
             if ok && upto >= COMPACT_MIN_BYTES.max(4 * self.live_bytes) {
-                self.compact(shared);
+                self.try_compact(shared, Instant::now());
             }
         }
     }
@@ -158,17 +177,38 @@ impl Syncer {
         }
     }
 
+    /// Rewrites the file unless a rewrite failed less than
+    /// [`REWRITE_BACKOFF`] before `now`, and logs how it went (see
+    /// `failures.rs`). Returns whether it was tried.
+    pub(super) fn try_compact(&mut self, shared: &Shared, now: Instant) -> bool {
+        if !self.rewrite_failures.due(now, REWRITE_BACKOFF) {
+            return false;
+        }
+        match self.compact(shared) {
+            Ok(()) => {
+                if let Some(failed) = self.rewrite_failures.succeeded() {
+                    tracing::info!(failed, "the lease journal is rewritten again");
+                }
+            }
+            Err(e) => {
+                if let Some(unlogged) = self.rewrite_failures.failed(now) {
+                    tracing::error!(
+                        error = %e,
+                        unlogged,
+                        "cannot rewrite the lease journal; it keeps growing until a rewrite succeeds"
+                    );
+                }
+            }
+        }
+        true
+    }
+
     /// Rewrites the file with the live leases while appends are held in
     /// memory, then puts the new file in place and writes what was held.
-    pub(super) fn compact(&mut self, shared: &Shared) {
+    /// On an error the old file stays in use, with what was held appended.
+    fn compact(&mut self, shared: &Shared) -> Result<(), JournalError> {
         // The slow part first, while appends still go to the old file.
-        let fresh = match self.prepare() {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot compact the lease journal");
-                return;
-            }
-        };
+        let fresh = self.prepare()?;
         let (changes, bound) = {
             let mut st = shared.lock();
             st.rewriting.get_or_insert_with(Held::default);
@@ -182,7 +222,7 @@ impl Syncer {
         let rewritten = self.fill(Some(fresh), bound);
         let mut st = shared.lock();
         let held = st.rewriting.take().expect("set above");
-        match rewritten {
+        let result = match rewritten {
             Ok(file) => {
                 // What waited for a sync of the old file is in the new one, synced.
                 for (_, answer) in st.awaiting.drain(..) {
@@ -191,9 +231,10 @@ impl Syncer {
                 st.file = file;
                 st.bound_synced = bound;
                 st.pending_bound = None;
+                Ok(())
             }
-            Err(e) => tracing::error!(error = %e, "cannot compact the lease journal"),
-        }
+            Err(e) => Err(e),
+        };
         let base = st.file.len();
         let written = if held.bytes.is_empty() { Ok(()) } else { st.file.write(&held.bytes) };
         for (ack, answer, end) in held.answers {
@@ -211,6 +252,7 @@ impl Syncer {
             // The held changes never reached the file: the live map must not keep them.
             st.changes.clear();
         }
+        result
     }
 
     /// Marks a clean stop: a `CLOSED` record, synced, after everything else.

@@ -435,4 +435,26 @@ mod tests {
         f.append(&batch(&more)).unwrap();
         assert_eq!(replay(&path), [fresh, more].concat());
     }
+
+    #[test]
+    fn a_direct_write_the_kernel_refuses_falls_back_to_buffered_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records");
+        let mut f = open(&path);
+        if f.direct.is_none() {
+            return; // No direct I/O on this file system: appends were buffered from the start.
+        }
+        let first = vec![vec![1; 100]];
+        f.append(&batch(&first)).unwrap();
+        // One byte short of the block's records moves the next write off a
+        // 512-byte boundary, which the kernel refuses with EINVAL before
+        // writing anything, as it does buffers or offsets a device cannot take.
+        f.direct.as_mut().unwrap().tail.pop();
+        let second = vec![vec![2; 300], vec![3; 5000]];
+        f.append(&batch(&second)).unwrap();
+        assert!(f.direct.is_none(), "appends are buffered after a refused direct write");
+        let third = vec![vec![4; 10]];
+        f.append(&batch(&third)).unwrap();
+        assert_eq!(replay(&path), [first, second, third].concat());
+    }
 }

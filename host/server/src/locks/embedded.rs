@@ -180,22 +180,16 @@ impl EmbeddedLocks {
             metrics,
         };
         let now = Instant::now();
-        for r in &restored {
-            let mut shard = inner.shard(&r.name);
-            shard.entry(&r.name, base).last_token = base.max(r.token);
+        let leases = restored.len();
+        for r in restored {
             let expires = now + Duration::from_millis(r.lease_ms);
-            let holder = Holder {
-                lease: r.lease,
-                client_id: r.client_id.clone(),
-                token: r.token,
-                lease_ms: r.lease_ms,
-                expires,
-            };
-            shard.hold(&r.name, holder);
+            let holder =
+                Holder { lease: r.lease, client_id: r.client_id, token: r.token, lease_ms: r.lease_ms, expires };
+            inner.shard(&r.name).restore(r.name, holder, base);
             inner.counts().try_add(usize::MAX);
         }
-        if !restored.is_empty() {
-            tracing::info!(leases = restored.len(), base, "lock service restarted: restored held leases");
+        if leases > 0 {
+            tracing::info!(leases, base, "lock service restarted: restored held leases");
         }
         Ok(EmbeddedLocks { inner: Arc::new(inner) })
     }

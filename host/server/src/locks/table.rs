@@ -46,6 +46,10 @@ pub struct Entry {
 }
 
 impl Entry {
+    fn new(holder: Option<Holder>, last_token: u64) -> Entry {
+        Entry { holder, last_token, expired_lease: None, waiters: VecDeque::new() }
+    }
+
     fn is_idle(&self) -> bool {
         self.holder.is_none() && self.waiters.is_empty()
     }
@@ -99,11 +103,8 @@ impl Shard {
     /// token it could have had: `floor`, or what dropped entries had.
     pub fn entry(&mut self, name: &str, floor: u64) -> &mut Entry {
         if !self.map.contains_key(name) {
-            let start = floor.max(self.evicted_max);
-            self.map.insert(
-                name.into(),
-                Entry { holder: None, last_token: start, expired_lease: None, waiters: VecDeque::new() },
-            );
+            let start = self.token_floor(floor);
+            self.map.insert(name.into(), Entry::new(None, start));
         }
         self.map.get_mut(name).expect("inserted above")
     }
@@ -114,10 +115,15 @@ impl Shard {
     /// million leases.
     pub fn restore(&mut self, name: Arc<str>, holder: Holder, floor: u64) {
         self.expiries.push(Reverse((holder.expires, holder.lease, name.clone())));
-        let last_token = floor.max(holder.token);
-        let entry = Entry { holder: Some(holder), last_token, expired_lease: None, waiters: VecDeque::new() };
-        let replaced = self.map.insert(name, entry);
+        let last_token = self.token_floor(floor).max(holder.token);
+        let replaced = self.map.insert(name, Entry::new(Some(holder), last_token));
         debug_assert!(replaced.is_none(), "a lease restored twice");
+    }
+
+    /// Where a name new to the shard starts its tokens: above `floor` and
+    /// above every token of a name the shard dropped (it may be that name).
+    fn token_floor(&self, floor: u64) -> u64 {
+        floor.max(self.evicted_max)
     }
 
     /// Makes `holder` the holder of `name` (whose entry exists), counted in `held` by the caller.

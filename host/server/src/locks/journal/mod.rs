@@ -56,6 +56,10 @@
 //! ([`Opened::grace_ms`]). Process crashes and clean restarts, on the same
 //! boot, lose nothing and wait for nothing.
 //!
+//! The syncer runs under `SCHED_BATCH` ([`syncer::yield_to_woken_threads`]):
+//! woken by its sync's completion it waits for the CPU instead of preempting
+//! a request's thread, which may hold a shard's or this journal's mutex.
+//!
 //! Layout: this file takes appends and answers them; `syncer.rs` is the
 //! syncer thread (group commit, live leases, rewrites); `format.rs` is the
 //! record format and replay; `failures.rs` keeps a failing sync or rewrite
@@ -229,7 +233,10 @@ impl Journal {
         let for_syncer = shared.clone();
         let thread = std::thread::Builder::new()
             .name("fencing-lease-journal".into())
-            .spawn(move || syncer.run(&for_syncer))
+            .spawn(move || {
+                syncer::yield_to_woken_threads();
+                syncer.run(&for_syncer)
+            })
             .map_err(|e| io_error(&shared.path, &e))?;
         Ok((Journal { shared, syncer: Some(thread) }, Opened { leases: replayed.leases, grace_ms }))
     }
@@ -407,6 +414,26 @@ mod tests {
         j.append(Change::Hold(held("c", 3, 120_000))).await.unwrap().unwrap();
         let replayed = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap();
         assert_eq!((replayed.bound_ms, replayed.grace_ms(Some("boot-3"))), (0, 0));
+    }
+
+    /// Whether some thread of this process named like the syncer runs
+    /// under `SCHED_BATCH` (other tests' journals share the name).
+    fn a_syncer_runs_batch() -> bool {
+        fs::read_dir("/proc/self/task").unwrap().flatten().any(|task| {
+            let comm = fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let tid: libc::pid_t = task.file_name().to_string_lossy().parse().unwrap();
+            // SAFETY: a query about a thread id; it reads no memory of ours.
+            comm.trim_end() == "fencing-lease-j" && unsafe { libc::sched_getscheduler(tid) } == libc::SCHED_BATCH
+        })
+    }
+
+    #[tokio::test]
+    async fn the_syncer_does_not_preempt_the_thread_it_wakes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = open(dir.path());
+        // Answered by the syncer, which has then set its policy.
+        j.append(Change::Hold(rec("a", 1, 1))).await.unwrap().unwrap();
+        assert!(a_syncer_runs_batch());
     }
 
     #[tokio::test]

@@ -341,6 +341,23 @@ impl Syncer {
     }
 }
 
+/// Puts the calling thread (the syncer) under `SCHED_BATCH`: woken when
+/// its sync returns, it no longer preempts the thread running on that CPU
+/// but takes the CPU when that thread next blocks or its slice ends. Under
+/// load that thread is a runtime worker, often inside a short critical
+/// section (a lock shard, the journal's mutex, the runtime's timer wheel);
+/// preempted there, it stalled the other workers until the syncer was done.
+/// Where the policy cannot be set, the thread keeps the default one.
+pub(super) fn yield_to_woken_threads() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain system call on the calling thread (pid 0) with a valid
+    // parameter; it touches no memory of ours beyond reading `param`.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
+        let e = std::io::Error::last_os_error();
+        tracing::debug!(error = %e, "the lease journal's syncer keeps the default scheduling policy");
+    }
+}
+
 /// A new, empty file open for reading and writing (as a shared mapping needs).
 fn create(path: &Path) -> std::io::Result<fs::File> {
     fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)

@@ -56,7 +56,7 @@
 //! ([`Opened::grace_ms`]). Process crashes and clean restarts, on the same
 //! boot, lose nothing and wait for nothing.
 //!
-//! The syncer runs under `SCHED_BATCH` ([`syncer::yield_to_woken_threads`]):
+//! The syncer runs under `SCHED_BATCH` ([`syncer::wait_for_the_cpu_when_woken`]):
 //! woken by its sync's completion it waits for the CPU instead of preempting
 //! a request's thread, which may hold a shard's or this journal's mutex.
 //!
@@ -234,7 +234,7 @@ impl Journal {
         let thread = std::thread::Builder::new()
             .name("fencing-lease-journal".into())
             .spawn(move || {
-                syncer::yield_to_woken_threads();
+                syncer::wait_for_the_cpu_when_woken();
                 syncer.run(&for_syncer)
             })
             .map_err(|e| io_error(&shared.path, &e))?;

@@ -342,13 +342,13 @@ impl Syncer {
 }
 
 /// Puts the calling thread (the syncer) under `SCHED_BATCH`: woken when
-/// its sync returns, it no longer preempts the thread running on that CPU
-/// but takes the CPU when that thread next blocks or its slice ends. Under
-/// load that thread is a runtime worker, often inside a short critical
-/// section (a lock shard, the journal's mutex, the runtime's timer wheel);
-/// preempted there, it stalled the other workers until the syncer was done.
+/// its sync returns, it does not preempt the thread running on that CPU but
+/// takes the CPU when that thread next blocks or its slice ends. Under load
+/// that thread is a runtime worker, often inside a short critical section
+/// (a lock shard, the journal's mutex, the runtime's timer wheel), and a
+/// worker preempted there holds up every thread that waits on the section.
 /// Where the policy cannot be set, the thread keeps the default one.
-pub(super) fn yield_to_woken_threads() {
+pub(super) fn wait_for_the_cpu_when_woken() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: plain system call on the calling thread (pid 0) with a valid
     // parameter; it touches no memory of ours beyond reading `param`.

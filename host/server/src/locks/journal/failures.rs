@@ -40,7 +40,7 @@ impl Failures {
     /// Counts a success: `Some(n)` if it ends a run of `n` failures (log
     /// the recovery), `None` if nothing was failing.
     pub(super) fn succeeded(&mut self) -> Option<u64> {
-        let run = std::mem::take(&mut self.run);
+        let run = self.run;
         *self = Failures::default();
         (run > 0).then_some(run)
     }

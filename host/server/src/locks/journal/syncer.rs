@@ -222,19 +222,15 @@ impl Syncer {
         let rewritten = self.fill(Some(fresh), bound);
         let mut st = shared.lock();
         let held = st.rewriting.take().expect("set above");
-        let result = match rewritten {
-            Ok(file) => {
-                // What waited for a sync of the old file is in the new one, synced.
-                for (_, answer) in st.awaiting.drain(..) {
-                    let _ = answer.send(Ok(()));
-                }
-                st.file = file;
-                st.bound_synced = bound;
-                st.pending_bound = None;
-                Ok(())
+        let result = rewritten.map(|file| {
+            // What waited for a sync of the old file is in the new one, synced.
+            for (_, answer) in st.awaiting.drain(..) {
+                let _ = answer.send(Ok(()));
             }
-            Err(e) => Err(e),
-        };
+            st.file = file;
+            st.bound_synced = bound;
+            st.pending_bound = None;
+        });
         let base = st.file.len();
         let written = if held.bytes.is_empty() { Ok(()) } else { st.file.write(&held.bytes) };
         for (ack, answer, end) in held.answers {

@@ -302,22 +302,6 @@ impl RecordFile {
             tracing::error!(error = %e, "cannot clear a failed batch of records");
         }
     }
-
-    /// Takes the last `n` bytes of records back out: zeroes and syncs them,
-    /// so replay stops before them. On error the file refuses later batches.
-    pub fn retract(&mut self, n: u64) -> std::io::Result<()> {
-        let start = self.len.checked_sub(n).ok_or_else(|| std::io::Error::other("retracting more than was written"))?;
-        self.zero(start, n)?;
-        self.len = start;
-        self.synced = self.synced.min(start);
-        if let Some(direct) = &mut self.direct
-            && let Err(e) = direct.load_tail(&self.file, start)
-        {
-            self.poisoned = true;
-            return Err(e);
-        }
-        Ok(())
-    }
 }
 
 impl Direct {
@@ -396,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn direct_appends_keep_every_record_across_blocks_rewinds_and_retractions() {
+    fn direct_appends_keep_every_record_across_blocks_and_rewinds() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("records");
         let mut f = open(&path);
@@ -416,10 +400,7 @@ mod tests {
         }
         assert_eq!(replay(&path), expected);
 
-        // A retracted batch is gone, and the next batch follows the ones before it.
-        let last = batch(&[vec![9; 700]]);
-        f.append(&last).unwrap();
-        f.retract(last.len() as u64).unwrap();
+        // The next batch follows the ones before it.
         let next = vec![vec![7; 5000]];
         f.append(&batch(&next)).unwrap();
         expected.extend(next);

@@ -135,3 +135,88 @@ async fn the_quota_refuses_growth_past_it_and_keeps_its_count_across_reopens() {
     assert_eq!(engine.stored_bytes(), Some(100));
     assert!(matches!(engine.write(w("/c", Mutation::Put, &[4; 900])).await, Ok(WriteOutcome::Admitted { .. })));
 }
+
+/// The native guard, except that a write presenting [`PANICS_AT`] unwinds
+/// the committer in the middle of its batch.
+struct PanicsAt;
+
+const PANICS_AT: u64 = 666;
+
+impl Guard for PanicsAt {
+    fn kind(&self) -> fencing_runtime::GuardKind {
+        NativeGuard.kind()
+    }
+    fn admit(
+        &self,
+        current: Option<&fencing_runtime::Fence>,
+        presented: &fencing_runtime::Sequencer,
+        policy: Policy,
+    ) -> Result<fencing_runtime::Decision, fencing_runtime::GuardFailure> {
+        assert_ne!(presented.token, PANICS_AT, "the committer unwinds mid-batch");
+        NativeGuard.admit(current, presented, policy)
+    }
+    fn admit_batch(
+        &self,
+        current: Option<&fencing_runtime::Fence>,
+        lock: &str,
+        writes: &[fencing_runtime::BatchWrite],
+        policy: Policy,
+    ) -> Result<fencing_runtime::BatchOutcome, fencing_runtime::GuardFailure> {
+        NativeGuard.admit_batch(current, lock, writes, policy)
+    }
+    fn admit_stream(
+        &self,
+        high_water: u64,
+        tokens: &[u64],
+        policy: Policy,
+    ) -> Result<fencing_runtime::StreamOutcome, fencing_runtime::GuardFailure> {
+        NativeGuard.admit_stream(high_water, tokens, policy)
+    }
+}
+
+/// Answered writes wait in the committer's open transaction until a reader
+/// needs them; a commit that unwinds there loses that transaction, and the
+/// store must bring them back (from its log) before anyone reads or writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answered_writes_survive_a_commit_that_unwinds_in_their_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(RedbEngine::open(dir.path(), Arc::new(PanicsAt), Policy::NonDecreasing).unwrap());
+    let put = |resource: &str, token| storage_support::req(resource, token, "/f", Mutation::Put, resource.as_bytes());
+    for (i, resource) in ["a", "b", "c"].into_iter().enumerate() {
+        let out = engine.write(put(resource, 10 + i as u64)).await.unwrap();
+        assert!(matches!(out, WriteOutcome::Admitted { .. }), "{out:?}");
+    }
+    let unwinding = engine.clone();
+    let crashed = tokio::spawn(async move { unwinding.write(put("d", PANICS_AT)).await }).await;
+    assert!(crashed.is_err() || crashed.unwrap().is_err(), "the unwound write is not answered as admitted");
+
+    // The fence first (its own read path), then the objects; 503 while the store reopens.
+    let fence = retry(|| engine.fence("a")).await.expect("the answered write's fence is kept");
+    assert_eq!(fence.high_water, 10);
+    for (i, resource) in ["a", "b", "c"].into_iter().enumerate() {
+        let read = retry(|| engine.read(resource, "/f")).await;
+        assert_eq!(read.bytes.as_deref(), Some(resource.as_bytes()), "{resource} was answered as admitted");
+        assert_eq!(read.fence.unwrap().high_water, 10 + i as u64);
+    }
+    assert!(engine.read("d", "/f").await.unwrap().bytes.is_none(), "the unwound write is applied nowhere");
+    let stale = engine.write(put("b", 5)).await.unwrap();
+    assert!(matches!(stale, WriteOutcome::Rejected { .. }), "the fences are back: {stale:?}");
+    let next = engine.write(put("d", 1)).await.unwrap();
+    assert!(matches!(next, WriteOutcome::Admitted { .. }), "the store takes writes again: {next:?}");
+}
+
+/// `op` until it is not refused as unavailable (the store reopening), for at most 10 s.
+async fn retry<'a, T, F>(op: impl Fn() -> F) -> T
+where
+    F: std::future::Future<Output = Result<T, fencing_host::storage::StorageError>> + 'a,
+{
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match op().await {
+            Err(fencing_host::storage::StorageError::Unavailable(_)) if std::time::Instant::now() < give_up => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => return other.unwrap(),
+        }
+    }
+}

@@ -13,8 +13,9 @@
 //!
 //! Invariants:
 //! - at most one leader at a time ([`Leader`]), so units are committed one
-//!   after another in the order their tasks were queued, and the work's mutex
-//!   is only ever taken by that leader;
+//!   after another in the order their tasks were queued; the work's mutex
+//!   is taken by that leader, and otherwise only between units by a reader
+//!   ([`Group::between_units`]), which commits no unit;
 //! - a writer commits inline only when nothing is queued and no chore is
 //!   pending, so it never overtakes a task queued before it;
 //! - a queued task is never stranded: a writer that queues while nobody
@@ -84,6 +85,13 @@ impl<W: Work> Group<W> {
 
     fn work(&self) -> MutexGuard<'_, W> {
         self.work.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` on the work between two units, on this thread: for a
+    /// reader that needs what the leader left pending settled first. It
+    /// waits for the unit being committed, if any, and runs none itself.
+    pub(super) fn between_units<R>(&self, f: impl FnOnce(&mut W) -> R) -> R {
+        f(&mut self.work())
     }
 
     /// Commits `task` on this thread if nobody is committing and this is a

@@ -7,12 +7,14 @@
 //! fence as left by the earlier writes of the same batch, applies the
 //! admitted ones, appends them to the log (`wal.rs`: one `O_DIRECT |
 //! O_DSYNC` write for the batch, or a write and an `fdatasync` where the
-//! file system has no direct I/O), commits the transaction without a sync, and
-//! only then answers every writer. A checkpoint (a durable redb commit, then
-//! the log rewound) follows every `CHECKPOINT_BYTES` of log (or half the
-//! space reserve, if smaller: see `redb_open.rs`) or every
-//! second with writes in it; opening the store applies the log's records
-//! beyond the last checkpoint first.
+//! file system has no direct I/O), and then answers every writer. The
+//! transaction stays open for the next batches ([`Rolling`]) and is
+//! committed, without a sync, when a reader needs it, after
+//! [`ROLLING_BATCHES`] batches, or before any other transaction. A
+//! checkpoint (a durable redb commit, then the log rewound) follows every
+//! `CHECKPOINT_BYTES` of log (or half the space reserve, if smaller: see
+//! `redb_open.rs`) or every second with writes in it; opening the store
+//! applies the log's records beyond the last checkpoint first.
 //!
 //! Invariants:
 //! - the fence check and the write of one request happen inside the single
@@ -20,18 +22,25 @@
 //! - a write that is rejected, fails the guard or exceeds a limit touches no
 //!   table; a failed commit answers every writer of the batch with an error,
 //!   so no unacknowledged write is reported as admitted;
-//! - a reply is sent only after the batch's log records are synced and its
-//!   transaction committed, so every acknowledged write is on disk (in the
-//!   log, or in redb since a checkpoint) and visible to reads;
-//! - a batch whose log write fails is rolled back: no write of it is
-//!   acknowledged or ever visible.
+//! - a reply is sent only after the batch's log records are synced, so every
+//!   acknowledged write is on disk (in the log, or in redb since a
+//!   checkpoint);
+//! - every read begins after the open transaction holding acknowledged
+//!   writes is committed ([`Slot::uncommitted`] is set before the writers are
+//!   answered, and a reader that sees it commits first), so a read that
+//!   starts after a write's answer sees it;
+//! - the open transaction holds only batches whose log records are synced:
+//!   when it is dropped uncommitted (a failed batch, a failed commit) the
+//!   store reopens, which applies them again from the log;
+//! - a batch whose log write fails is not answered as admitted and, being
+//!   cleared from the log, is never applied by that reopen.
 
 use super::group::{Group, Work};
 use super::read_cache::{Lookup, ReadCache};
 use super::redb_open::{DEFAULT_SPACE_RESERVE, Log, RETRY_EVERY, Slot, Store, db_err};
 use super::wal::RecordRef;
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome};
-use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use fencing_runtime::{Fence, Guard, Policy};
 use futures::future::BoxFuture;
 use std::collections::VecDeque;
@@ -53,8 +62,13 @@ pub(super) const OBJECT_BYTES: &str = "object_bytes";
 /// Longest a log record waits for its checkpoint while writes keep coming.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
-/// Most writes decided in one transaction.
+/// Most writes decided in one batch.
 pub const MAX_BATCH: usize = 4096;
+
+/// Most batches the committer's open transaction takes before it is committed.
+const ROLLING_BATCHES: usize = 64;
+/// Most bytes of writes it takes (redb holds them in memory until the commit).
+const ROLLING_BYTES: u64 = 8 << 20;
 
 type Reply = oneshot::Sender<Result<WriteOutcome, StorageError>>;
 
@@ -115,8 +129,8 @@ impl RedbEngine {
         let cache = Arc::new(ReadCache::default());
         let rules =
             Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes, cache: cache.clone() };
-        let (group, background) =
-            Group::start("fencing-redb-commit", Committer { store, rules }).map_err(StorageError::backend)?;
+        let (group, background) = Group::start("fencing-redb-commit", Committer { rolling: None, store, rules })
+            .map_err(StorageError::backend)?;
         Ok(RedbEngine { slot, cache, group, background: Mutex::new(Some(background)), max_advance })
     }
 
@@ -127,6 +141,13 @@ impl RedbEngine {
 
     fn submit(&self, task: Task) -> Result<(), StorageError> {
         self.group.submit(task).map_err(|_| StorageError::Closed)
+    }
+
+    /// Commits the answered writes a read must see, if any wait in the
+    /// committer's open transaction ([`Rolling`]). Blocks: call it before
+    /// taking the database from the slot (a reopen waits for readers of it).
+    fn settle_for_read(slot: &Slot, group: &Group<Committer>) -> Result<(), StorageError> {
+        if slot.uncommitted() { group.between_units(Committer::settle) } else { Ok(()) }
     }
 
     fn read_fence(slot: &Slot, resource_id: &str) -> Result<Option<Fence>, StorageError> {
@@ -163,8 +184,28 @@ struct Rules {
 
 /// The store and the rules, committed by whoever leads (`group.rs`).
 struct Committer {
+    /// The open transaction, with the batches applied in it since its last
+    /// commit. Invariant: [`Slot::uncommitted`] is set only while this is
+    /// `Some`, except after a commit unwound mid-batch (see `recover`).
+    /// Declared first, so it is dropped before the database it belongs to
+    /// (uncommitted at a close: its batches are in the log).
+    rolling: Option<Rolling>,
     store: Store,
     rules: Rules,
+}
+
+/// redb's write transaction, kept open across batches. Each batch is
+/// decided and applied in it and answered once its log records are synced;
+/// committing it (without a sync: the log is what is durable) is redb's
+/// largest cost in a lone write, so it is paid once for many batches: when
+/// a reader needs their writes ([`Slot::uncommitted`]), after
+/// [`ROLLING_BATCHES`] batches or [`ROLLING_BYTES`] bytes of writes, or
+/// before a reset, a checkpoint or a compaction begins their own transaction.
+struct Rolling {
+    txn: WriteTransaction,
+    batches: usize,
+    /// Bytes of the writes in those batches.
+    bytes: u64,
 }
 
 impl Work for Committer {
@@ -180,35 +221,43 @@ impl Work for Committer {
     }
 
     fn commit(&mut self, unit: Vec<Task>) {
-        let (store, rules) = (&mut self.store, &self.rules);
+        self.recover();
         let mut jobs = Vec::with_capacity(unit.len());
         for task in unit {
             match task {
                 Task::Write(job) => jobs.push(job),
                 Task::Reset { resource_id, to, reply } => {
-                    let result = store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
-                    store.after(&result);
-                    rules.cache.committed([resource_id.as_str()]);
+                    let result = self.settle().and_then(|()| {
+                        let result = self.store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
+                        self.store.after(&result);
+                        result
+                    });
+                    self.rules.cache.committed([resource_id.as_str()]);
                     let _ = reply.send(result);
                 }
             }
         }
         if !jobs.is_empty() {
-            commit_jobs(store, rules, jobs);
+            self.commit_jobs(jobs);
         }
     }
 
     fn chores_due(&self) -> bool {
-        !self.store.is_open() || self.store.log().is_some_and(|log| self.checkpoint_due(log))
+        self.lost() || !self.store.is_open() || self.store.log().is_some_and(|log| self.checkpoint_due(log))
     }
 
     fn chores(&mut self) -> Option<Duration> {
+        self.recover();
         if !self.store.is_open() {
             self.store.retry_open();
             return Some(RETRY_EVERY);
         }
         let due = self.store.log().is_some_and(|log| self.checkpoint_due(log));
-        if due && let Ok((db, log)) = self.store.ready() {
+        // The checkpoint rewinds the log: every batch in it must be in redb first.
+        if due
+            && self.settle().is_ok()
+            && let Ok((db, log)) = self.store.ready()
+        {
             let result = checkpoint(db);
             match &result {
                 Ok(()) => {
@@ -231,6 +280,107 @@ impl Committer {
         log.wal.len() >= self.store.checkpoint_bytes()
             || (log.wal.len() > 0 && log.checkpointed.elapsed() >= CHECKPOINT_EVERY)
     }
+
+    /// Commits the open transaction, if any. If that fails, the store
+    /// reopens, applying its batches again from the log.
+    fn settle(&mut self) -> Result<(), StorageError> {
+        self.recover();
+        let Some(rolling) = self.rolling.take() else { return Ok(()) };
+        let result = rolling.txn.commit().map_err(db_err);
+        // Cleared only once readers can no longer reach a database without
+        // the answered writes: committed, or closed and reopened from the log.
+        self.store.after(&result);
+        self.store.slot().set_uncommitted(false);
+        result
+    }
+
+    /// Whether answered batches were lost with a transaction: a commit
+    /// unwound while their transaction was out of `rolling`, rolling it back.
+    fn lost(&self) -> bool {
+        self.rolling.is_none() && self.store.slot().uncommitted()
+    }
+
+    /// After [`lost`](Self::lost): reopen, which applies those batches again from the log.
+    fn recover(&mut self) {
+        if self.lost() {
+            self.store.after(&Err::<(), _>(StorageError::Unavailable("a commit unwound".into())));
+            self.store.slot().set_uncommitted(false);
+        }
+    }
+
+    fn commit_jobs(&mut self, batch: Vec<Job>) {
+        if !self.store.reserve_held() {
+            // Giving space back may compact the database, which needs no transaction open.
+            let _ = self.settle();
+        }
+        let growth = self.store.growth();
+        // Whether the transaction the batch failed in held answered batches.
+        let mut held = false;
+        let result = self.store.ready().and_then(|(db, log)| {
+            let mut rolling = match self.rolling.take() {
+                Some(rolling) => rolling,
+                None => Rolling { txn: begin(db)?, batches: 0, bytes: 0 },
+            };
+            // Out of `self` while the batch is applied: should it unwind, the
+            // transaction rolls back and `recover` reopens the store.
+            match commit_batch(&mut rolling.txn, &self.rules, log, &growth, &batch) {
+                Ok(outcomes) => {
+                    rolling.batches += 1;
+                    rolling.bytes += batch.iter().map(|job| job.req.bytes.len() as u64).sum::<u64>();
+                    self.rolling = Some(rolling);
+                    Ok(outcomes)
+                }
+                Err(e) => {
+                    held = rolling.batches > 0;
+                    Err(e)
+                }
+            }
+        });
+        match &result {
+            Ok(_) => {
+                // Before any writer hears back, so no reader misses their writes.
+                self.store.slot().set_uncommitted(true);
+                self.rules.cache.committed(batch.iter().map(|job| job.req.resource_id.as_str()));
+                self.store.publish();
+                if batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
+                    self.store.note_deletes();
+                }
+            }
+            Err(e) => {
+                if held && !Store::reopens_after(e) {
+                    // The answered batches are only in the log now: apply them again.
+                    self.store.after(&Err::<(), _>(StorageError::Unavailable(format!("batch failed: {e}"))));
+                } else {
+                    self.store.after(&result);
+                }
+                self.store.slot().set_uncommitted(false);
+            }
+        }
+        match result {
+            Ok(outcomes) => {
+                for (job, outcome) in batch.into_iter().zip(outcomes) {
+                    let _ = job.reply.send(outcome);
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, writes = batch.len(), "storage batch failed; no write of it was acknowledged");
+                for job in batch {
+                    let _ = job.reply.send(Err(err.clone()));
+                }
+            }
+        }
+        if self.rolling.as_ref().is_some_and(|r| r.batches >= ROLLING_BATCHES || r.bytes >= ROLLING_BYTES) {
+            // Its writers are answered: a failure here reopens the store, which applies them from the log.
+            let _ = self.settle();
+        }
+    }
+}
+
+/// A write transaction that syncs nothing: the log is what makes a batch durable.
+fn begin(db: &Database) -> Result<WriteTransaction, StorageError> {
+    let mut txn = db.begin_write().map_err(db_err)?;
+    txn.set_durability(Durability::None).map_err(db_err)?;
+    Ok(txn)
 }
 
 /// Sets (or with `to` `None`, removes) one resource's fence in its own transaction; returns the fence it replaced.
@@ -266,44 +416,16 @@ fn checkpoint(db: &Database) -> Result<(), StorageError> {
     txn.commit().map_err(db_err)
 }
 
-fn commit_jobs(store: &mut Store, rules: &Rules, batch: Vec<Job>) {
-    let growth = store.growth();
-    let result = store.ready().and_then(|(db, log)| commit_batch(db, rules, log, &growth, &batch));
-    store.after(&result);
-    if result.is_ok() {
-        // Before any writer hears back: no reader is handed a copy from before its write.
-        rules.cache.committed(batch.iter().map(|job| job.req.resource_id.as_str()));
-        store.publish();
-        if batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
-            store.note_deletes();
-        }
-    }
-    match result {
-        Ok(outcomes) => {
-            for (job, outcome) in batch.into_iter().zip(outcomes) {
-                let _ = job.reply.send(outcome);
-            }
-        }
-        Err(err) => {
-            tracing::error!(error = %err, writes = batch.len(), "storage batch failed; no write of it was acknowledged");
-            for job in batch {
-                let _ = job.reply.send(Err(err.clone()));
-            }
-        }
-    }
-}
-
-/// Decides and applies `batch` in one transaction. The outer error aborts the
-/// whole batch; inner errors belong to single writes that changed nothing.
+/// Decides and applies `batch` in the open transaction `txn` and logs it.
+/// The outer error fails the whole batch (and the caller drops `txn`);
+/// inner errors belong to single writes that changed nothing.
 fn commit_batch(
-    db: &Database,
+    txn: &mut WriteTransaction,
     rules: &Rules,
     log: &mut Log,
     growth: &Result<(), StorageError>,
     batch: &[Job],
 ) -> Result<Vec<Result<WriteOutcome, StorageError>>, StorageError> {
-    let mut txn = db.begin_write().map_err(db_err)?;
-    txn.set_durability(Durability::None).map_err(db_err)?;
     let mut outcomes = Vec::with_capacity(batch.len());
     // Admitted writes are staged in the log's buffer as they are applied.
     log.wal.begin_batch();
@@ -363,7 +485,6 @@ fn commit_batch(
         }
     }
     if staged == 0 {
-        txn.abort().map_err(db_err)?;
         return Ok(outcomes);
     }
     let last = log.next_lsn + staged - 1;
@@ -373,23 +494,11 @@ fn commit_batch(
         meta.insert(WAL_APPLIED, last).map_err(db_err)?;
         meta.insert(OBJECT_BYTES, object_bytes).map_err(db_err)?;
     }
-    // Durable in the log first; dropping `txn` on failure rolls the batch back.
+    // Durable in the log, or failed: then the caller drops `txn` and the
+    // store reopens from the log, which no longer holds the batch.
     log.wal
         .append_batch()
         .map_err(|e| StorageError::io(&format!("write-ahead log {}", log.wal.path().display()), &e))?;
-    if let Err(e) = txn.commit() {
-        // Logged but not committed: take the records back out of the log, or
-        // replay would apply writes that were answered with an error.
-        if let Err(retract) = log.wal.retract_batch() {
-            // Its outcome is unknown: the reopen will apply it from the log.
-            tracing::error!(error = %retract, "cannot take a failed batch back out of the write-ahead log");
-            return Err(StorageError::Backend(format!(
-                "commit failed ({e}) and the logged batch could not be taken back ({retract}); \
-                 it is applied when the store reopens"
-            )));
-        }
-        return Err(db_err(e));
-    }
     log.next_lsn = last + 1;
     log.object_bytes = object_bytes;
     Ok(outcomes)
@@ -488,9 +597,11 @@ impl Engine for RedbEngine {
                     Lookup::Load(load) => break load,
                 }
             };
-            let db = self.slot.get()?;
+            let (slot, group) = (self.slot.clone(), self.group.clone());
             let (resource, path) = (resource_id.to_owned(), file_path.to_owned());
             let (bytes, fence) = tokio::task::spawn_blocking(move || {
+                RedbEngine::settle_for_read(&slot, &group)?;
+                let db = slot.get()?;
                 // One read transaction: the object and fence are from the same commit.
                 let txn = db.begin_read().map_err(db_err)?;
                 let fences = txn.open_table(FENCES).map_err(db_err)?;
@@ -510,6 +621,12 @@ impl Engine for RedbEngine {
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
+            if self.slot.uncommitted() {
+                let (slot, group) = (self.slot.clone(), self.group.clone());
+                tokio::task::spawn_blocking(move || RedbEngine::settle_for_read(&slot, &group))
+                    .await
+                    .map_err(StorageError::backend)??;
+            }
             RedbEngine::read_fence(&self.slot, resource_id)
         })
     }

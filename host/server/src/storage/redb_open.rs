@@ -29,7 +29,7 @@ use super::redb::{FENCES, META, OBJECT_BYTES, OBJECTS, WAL_APPLIED, apply_record
 use super::wal::{CHECKPOINT_BYTES, Wal};
 use ::redb::{Database, ReadableDatabase, ReadableTable};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,10 @@ pub(super) fn db_err(e: impl Into<::redb::Error>) -> StorageError {
 pub(super) struct Slot {
     db: RwLock<Option<Arc<Database>>>,
     object_bytes: AtomicU64,
+    /// Acknowledged writes wait in the committer's open transaction: a
+    /// reader commits it before it reads (`redb.rs`, `Rolling`). Changed
+    /// only under the committer's mutex.
+    uncommitted: AtomicBool,
 }
 
 impl Slot {
@@ -73,6 +77,17 @@ impl Slot {
     /// The bytes of all objects.
     pub(super) fn object_bytes(&self) -> u64 {
         self.object_bytes.load(Ordering::Acquire)
+    }
+
+    /// Whether acknowledged writes wait to be committed for readers.
+    pub(super) fn uncommitted(&self) -> bool {
+        self.uncommitted.load(Ordering::SeqCst)
+    }
+
+    /// Notes that acknowledged writes wait in an open transaction (set
+    /// before their writers are answered), or that none do.
+    pub(super) fn set_uncommitted(&self, waiting: bool) {
+        self.uncommitted.store(waiting, Ordering::SeqCst);
     }
 
     fn set(&self, db: Option<Arc<Database>>) {
@@ -120,7 +135,11 @@ impl Store {
             other => other?,
         };
         let db = Arc::new(db);
-        let slot = Arc::new(Slot { db: RwLock::new(Some(db.clone())), object_bytes: AtomicU64::new(log.object_bytes) });
+        let slot = Arc::new(Slot {
+            db: RwLock::new(Some(db.clone())),
+            object_bytes: AtomicU64::new(log.object_bytes),
+            uncommitted: AtomicBool::new(false),
+        });
         let store = Store {
             dir: dir.to_path_buf(),
             slot: slot.clone(),
@@ -211,8 +230,11 @@ impl Store {
     /// After an operation: a failure of the store itself closes it and tries to open it again.
     pub(super) fn after<T>(&mut self, result: &Result<T, StorageError>) {
         match result {
-            Err(StorageError::NoSpace(_)) => self.reserve.release(),
-            Err(StorageError::Backend(_) | StorageError::Unavailable(_)) => {}
+            Err(e) if Store::reopens_after(e) => {
+                if matches!(e, StorageError::NoSpace(_)) {
+                    self.reserve.release();
+                }
+            }
             _ => return,
         }
         if let Some((db, log)) = self.open.take() {
@@ -221,6 +243,21 @@ impl Store {
             drop(wait_for_readers(db));
         }
         self.reopen();
+    }
+
+    /// Whether [`after`](Self::after) `failure` the store closes and opens again.
+    pub(super) fn reopens_after(failure: &StorageError) -> bool {
+        matches!(failure, StorageError::NoSpace(_) | StorageError::Backend(_) | StorageError::Unavailable(_))
+    }
+
+    /// Whether the space reserve is held (the disk is not full): no compaction is due.
+    pub(super) fn reserve_held(&self) -> bool {
+        self.reserve.held
+    }
+
+    /// The slot readers go through.
+    pub(super) fn slot(&self) -> &Slot {
+        &self.slot
     }
 
     /// Whether the database and log are open.

@@ -91,8 +91,6 @@ pub struct Wal {
     file: RecordFile,
     /// The batch being staged.
     buf: Vec<u8>,
-    /// Bytes of the last appended batch.
-    last_batch: u64,
 }
 
 impl Wal {
@@ -105,7 +103,7 @@ impl Wal {
         file.read_to_end(&mut bytes)?;
         let pending = replay(&bytes, applied);
         let file = RecordFile::new(file, 0, bytes.len() as u64, PREALLOCATE_BYTES).direct(&path);
-        Ok((Wal { path, file, buf: Vec::new(), last_batch: 0 }, pending))
+        Ok((Wal { path, file, buf: Vec::new() }, pending))
     }
 
     /// Bytes of records since the last rewind.
@@ -130,16 +128,8 @@ impl Wal {
             return Ok(());
         }
         let result = self.file.append(&self.buf);
-        self.last_batch = if result.is_ok() { self.buf.len() as u64 } else { 0 };
         self.buf.clear();
         result
-    }
-
-    /// Takes the last appended batch back out (its redb commit failed), so
-    /// replay never applies it; the next batch reuses its place and LSNs.
-    pub fn retract_batch(&mut self) -> std::io::Result<()> {
-        let n = std::mem::take(&mut self.last_batch);
-        self.file.retract(n)
     }
 
     /// Starts writing at offset 0 again; only after a checkpoint made every record durable in redb.

@@ -7,10 +7,11 @@
 //! fence as left by the earlier writes of the same batch, applies the
 //! admitted ones, appends them to the log (`wal.rs`: one `O_DIRECT |
 //! O_DSYNC` write for the batch, or a write and an `fdatasync` where the
-//! file system has no direct I/O), and then answers every writer. The
-//! transaction stays open for the next batches ([`Rolling`]) and is
-//! committed, without a sync, when a reader needs it, after
-//! [`ROLLING_BATCHES`] batches, or before any other transaction. A
+//! file system has no direct I/O), and then answers every writer. While
+//! nobody reads, the transaction stays open for the next batches
+//! ([`Rolling`]) and is committed, without a sync, when a reader needs it,
+//! after [`ROLLING_BATCHES`] batches, or before any other transaction;
+//! once reads begin, each batch is committed before it is answered. A
 //! checkpoint (a durable redb commit, then the log rewound) follows every
 //! `CHECKPOINT_BYTES` of log (or half the space reserve, if smaller: see
 //! `redb_open.rs`) or every second with writes in it; opening the store
@@ -129,8 +130,9 @@ impl RedbEngine {
         let cache = Arc::new(ReadCache::default());
         let rules =
             Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes, cache: cache.clone() };
-        let (group, background) = Group::start("fencing-redb-commit", Committer { rolling: None, store, rules })
-            .map_err(StorageError::backend)?;
+        let (group, background) =
+            Group::start("fencing-redb-commit", Committer { rolling: None, store, rules, reads_seen: 0 })
+                .map_err(StorageError::backend)?;
         Ok(RedbEngine { slot, cache, group, background: Mutex::new(Some(background)), max_advance })
     }
 
@@ -192,15 +194,20 @@ struct Committer {
     rolling: Option<Rolling>,
     store: Store,
     rules: Rules,
+    /// [`Slot::reads`] when the last batch was answered.
+    reads_seen: u64,
 }
 
-/// redb's write transaction, kept open across batches. Each batch is
-/// decided and applied in it and answered once its log records are synced;
-/// committing it (without a sync: the log is what is durable) is redb's
-/// largest cost in a lone write, so it is paid once for many batches: when
-/// a reader needs their writes ([`Slot::uncommitted`]), after
-/// [`ROLLING_BATCHES`] batches or [`ROLLING_BYTES`] bytes of writes, or
-/// before a reset, a checkpoint or a compaction begins their own transaction.
+/// redb's write transaction, kept open across batches while nobody reads.
+/// Each batch is decided and applied in it and answered once its log
+/// records are synced; committing it (without a sync: the log is what is
+/// durable) is redb's largest cost in a lone write, so it is paid once for
+/// many batches: when a reader needs their writes ([`Slot::uncommitted`]),
+/// after [`ROLLING_BATCHES`] batches or [`ROLLING_BYTES`] bytes of writes,
+/// or before a reset, a checkpoint or a compaction begins their own
+/// transaction. Once reads have begun since the last batch, each batch is
+/// committed before it is answered instead, so that readers do not wait for
+/// the committer.
 struct Rolling {
     txn: WriteTransaction,
     batches: usize,
@@ -338,8 +345,15 @@ impl Committer {
         });
         match &result {
             Ok(_) => {
-                // Before any writer hears back, so no reader misses their writes.
-                self.store.slot().set_uncommitted(true);
+                let reads = self.store.slot().reads();
+                if std::mem::replace(&mut self.reads_seen, reads) != reads {
+                    // Someone reads: commit now rather than make readers wait for
+                    // the committer. Should that fail, the reopen applies the batch.
+                    let _ = self.settle();
+                } else {
+                    // Before any writer hears back, so no reader misses their writes.
+                    self.store.slot().set_uncommitted(true);
+                }
                 self.rules.cache.committed(batch.iter().map(|job| job.req.resource_id.as_str()));
                 self.store.publish();
                 if batch.iter().any(|job| job.req.mutation == Mutation::Delete) {
@@ -589,6 +603,7 @@ impl Engine for RedbEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             super::validate_file_path(file_path)?;
+            self.slot.note_read();
             // Taken before the read transaction begins (see `read_cache.rs`).
             let load = loop {
                 match self.cache.lookup(resource_id, file_path) {
@@ -621,6 +636,7 @@ impl Engine for RedbEngine {
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
+            self.slot.note_read();
             if self.slot.uncommitted() {
                 let (slot, group) = (self.slot.clone(), self.group.clone());
                 tokio::task::spawn_blocking(move || RedbEngine::settle_for_read(&slot, &group))
@@ -629,5 +645,48 @@ impl Engine for RedbEngine {
             }
             RedbEngine::read_fence(&self.slot, resource_id)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::WriteRequest;
+    use fencing_runtime::NativeGuard;
+
+    fn put(resource: &str, token: u64) -> ValidWrite {
+        let req = WriteRequest {
+            resource_id: resource.to_owned(),
+            lock_id: resource.to_owned(),
+            token,
+            sequence: None,
+            file_path: "/f".to_owned(),
+            mutation: Mutation::Put,
+            bytes: vec![token as u8],
+        };
+        req.validate().expect("a valid write")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_wait_uncommitted_only_while_nobody_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = RedbEngine::open(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing).unwrap();
+        engine.write(put("a", 1)).await.unwrap();
+        engine.write(put("a", 2)).await.unwrap();
+        assert!(engine.slot.uncommitted(), "with nobody reading, answered batches wait in the open transaction");
+
+        let read = engine.read("a", "/f").await.unwrap();
+        assert_eq!(read.bytes.as_deref(), Some(&[2u8][..]), "a read commits them first");
+        assert!(!engine.slot.uncommitted());
+
+        engine.write(put("a", 3)).await.unwrap();
+        assert!(!engine.slot.uncommitted(), "once someone reads, a batch is committed before it is answered");
+        assert_eq!(engine.fence("a").await.unwrap().map(|f| f.high_water), Some(3));
+
+        // No read since the last batch: the next ones wait again.
+        engine.write(put("a", 4)).await.unwrap();
+        engine.write(put("a", 5)).await.unwrap();
+        assert!(engine.slot.uncommitted());
+        assert_eq!(engine.fence("a").await.unwrap().map(|f| f.high_water), Some(5));
     }
 }

@@ -64,6 +64,8 @@ pub(super) struct Slot {
     /// reader commits it before it reads (`redb.rs`, `Rolling`). Changed
     /// only under the committer's mutex.
     uncommitted: AtomicBool,
+    /// Reads begun, so the committer knows whether anyone reads meanwhile.
+    reads: AtomicU64,
 }
 
 impl Slot {
@@ -82,6 +84,16 @@ impl Slot {
     /// Whether acknowledged writes wait to be committed for readers.
     pub(super) fn uncommitted(&self) -> bool {
         self.uncommitted.load(Ordering::SeqCst)
+    }
+
+    /// Counts a read (before it looks at the database).
+    pub(super) fn note_read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads begun so far.
+    pub(super) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// Notes that acknowledged writes wait in an open transaction (set
@@ -139,6 +151,7 @@ impl Store {
             db: RwLock::new(Some(db.clone())),
             object_bytes: AtomicU64::new(log.object_bytes),
             uncommitted: AtomicBool::new(false),
+            reads: AtomicU64::new(0),
         });
         let store = Store {
             dir: dir.to_path_buf(),

@@ -130,9 +130,8 @@ impl RedbEngine {
         let cache = Arc::new(ReadCache::default());
         let rules =
             Rules { guard, policy, max_advance: max_advance.clone(), quota: options.max_bytes, cache: cache.clone() };
-        let (group, background) =
-            Group::start("fencing-redb-commit", Committer { rolling: None, store, rules, reads_seen: 0 })
-                .map_err(StorageError::backend)?;
+        let (group, background) = Group::start("fencing-redb-commit", Committer { rolling: None, store, rules })
+            .map_err(StorageError::backend)?;
         Ok(RedbEngine { slot, cache, group, background: Mutex::new(Some(background)), max_advance })
     }
 
@@ -194,8 +193,6 @@ struct Committer {
     rolling: Option<Rolling>,
     store: Store,
     rules: Rules,
-    /// [`Slot::reads`] when the last batch was answered.
-    reads_seen: u64,
 }
 
 /// redb's write transaction, kept open across batches while nobody reads.
@@ -345,8 +342,7 @@ impl Committer {
         });
         match &result {
             Ok(_) => {
-                let reads = self.store.slot().reads();
-                if std::mem::replace(&mut self.reads_seen, reads) != reads {
+                if self.store.slot().take_read_since_batch() {
                     // Someone reads: commit now rather than make readers wait for
                     // the committer. Should that fail, the reopen applies the batch.
                     let _ = self.settle();

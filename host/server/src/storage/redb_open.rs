@@ -64,8 +64,8 @@ pub(super) struct Slot {
     /// reader commits it before it reads (`redb.rs`, `Rolling`). Changed
     /// only under the committer's mutex.
     uncommitted: AtomicBool,
-    /// Reads begun, so the committer knows whether anyone reads meanwhile.
-    reads: AtomicU64,
+    /// A read has begun since the committer last answered a batch.
+    read_since_batch: AtomicBool,
 }
 
 impl Slot {
@@ -86,14 +86,17 @@ impl Slot {
         self.uncommitted.load(Ordering::SeqCst)
     }
 
-    /// Counts a read (before it looks at the database).
+    /// Notes a read (before it looks at the database). Loaded first, so
+    /// readers write the shared flag only once per batch.
     pub(super) fn note_read(&self) {
-        self.reads.fetch_add(1, Ordering::Relaxed);
+        if !self.read_since_batch.load(Ordering::Relaxed) {
+            self.read_since_batch.store(true, Ordering::Relaxed);
+        }
     }
 
-    /// Reads begun so far.
-    pub(super) fn reads(&self) -> u64 {
-        self.reads.load(Ordering::Relaxed)
+    /// Whether a read has begun since the last call (the committer's, once a batch).
+    pub(super) fn take_read_since_batch(&self) -> bool {
+        self.read_since_batch.swap(false, Ordering::Relaxed)
     }
 
     /// Notes that acknowledged writes wait in an open transaction (set
@@ -151,7 +154,7 @@ impl Store {
             db: RwLock::new(Some(db.clone())),
             object_bytes: AtomicU64::new(log.object_bytes),
             uncommitted: AtomicBool::new(false),
-            reads: AtomicU64::new(0),
+            read_since_batch: AtomicBool::new(false),
         });
         let store = Store {
             dir: dir.to_path_buf(),

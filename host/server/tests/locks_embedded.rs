@@ -1,7 +1,7 @@
 //! The embedded lock service in process: expiry, FIFO waiting, wrong and
 //! expired lease ids, re-entry by lease id only, token modes, leases and
 //! tokens across reopen, background grants after a kill and after a new
-//! boot, the held-lease cap.
+//! boot (and their bound's fall), the held-lease cap.
 
 use fencing_host::locks::{
     Acquired, EmbeddedConfig, EmbeddedLocks, LockError, LockMetrics, LockService, TokenMode, ValidAcquire,
@@ -300,6 +300,8 @@ async fn background_grants_are_restored_and_only_a_new_boot_waits_out_their_boun
         data_dir: Some(dir.into()),
         background_grants: true,
         boot_id: Some(boot.into()),
+        // The bound stays as the grants raised it (its fall is the next test's).
+        bound_decay: Duration::from_secs(3600),
         ..EmbeddedConfig::default()
     };
     let s = service(on(dir.path(), "boot-1"));
@@ -331,6 +333,50 @@ async fn background_grants_are_restored_and_only_a_new_boot_waits_out_their_boun
     drop(s);
     let s4 = reopen(&on(dir.path(), "boot-3")).await;
     grant(&s4, req("fresh", "c3", 1_000, None)).await;
+}
+
+/// The journal's bound after a power loss now: the wait a start under
+/// another boot would impose, read from a copy of the data directory.
+async fn grace_after_a_power_loss(dir: &std::path::Path, cfg: &EmbeddedConfig) -> Option<u64> {
+    let copy = snapshot(dir);
+    let s =
+        service(EmbeddedConfig { data_dir: Some(copy.path().into()), boot_id: Some("boot-2".into()), ..cfg.clone() });
+    match s.acquire(req("probe", "p", 1_000, None)).await.unwrap() {
+        Acquired::Granted(_) => None,
+        Acquired::Refused(r) if r.reason == HeldReason::GracePeriod => Some(r.remaining_lease_ms),
+        Acquired::Refused(r) => panic!("refused otherwise: {r:?}"),
+    }
+}
+
+#[tokio::test]
+async fn one_long_background_lease_does_not_hold_up_every_lock_after_a_power_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = EmbeddedConfig {
+        data_dir: Some(dir.path().into()),
+        background_grants: true,
+        boot_id: Some("boot-1".into()),
+        bound_decay: Duration::from_millis(20),
+        ..EmbeddedConfig::default()
+    };
+    let s = service(cfg.clone());
+    // A one-hour lease, released at once, raises the bound to an hour (the journal's own test reads it there).
+    let long = grant(&s, req("long", "c1", 3_600_000, None)).await;
+    s.release(lease(&long)).await.unwrap();
+    // The bound falls once nothing long is answered ahead (polled, not timed): a power loss then costs nothing.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Some(ms) = grace_after_a_power_loss(dir.path(), &cfg).await {
+        assert!(Instant::now() < deadline, "still {ms} ms to wait after a power loss");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Short leases answered ahead keep a short bound, and a held lease is restored as before.
+    let short = grant(&s, req("short", "c2", 10_000, None)).await;
+    let other = grant(&s, req("other", "c3", 10_000, None)).await;
+    let bound = grace_after_a_power_loss(dir.path(), &cfg).await;
+    assert!(bound.is_none_or(|ms| ms <= 10_000), "{bound:?}");
+    let copy = snapshot(dir.path());
+    let after = service(EmbeddedConfig { data_dir: Some(copy.path().into()), boot_id: Some("boot-2".into()), ..cfg });
+    assert_eq!(after.status("short".into()).await.unwrap().fencing_token, Some(short.fencing_token));
+    assert_eq!(after.status("other".into()).await.unwrap().fencing_token, Some(other.fencing_token));
 }
 
 #[tokio::test]

@@ -78,6 +78,9 @@ pub struct EmbeddedConfig {
     pub background_grants: bool,
     /// This boot of the machine; see `JournalOptions::boot_id` (`None` if unknown).
     pub boot_id: Option<String>,
+    /// With background grants, how often the journal's bound on their leases
+    /// falls to the longest lease answered ahead since (`JournalOptions::bound_decay`).
+    pub bound_decay: Duration,
 }
 
 /// Default [`EmbeddedConfig::max_held`].
@@ -93,6 +96,7 @@ impl Default for EmbeddedConfig {
             max_held: DEFAULT_MAX_HELD,
             background_grants: false,
             boot_id: super::journal::current_boot_id(),
+            bound_decay: super::journal::BOUND_DECAY,
         }
     }
 }
@@ -150,7 +154,11 @@ impl EmbeddedLocks {
                     grace_until += Duration::from_millis(previous.max_lease_ms);
                     tracing::info!(grace_ms = previous.max_lease_ms, "no lease journal: waiting out earlier leases");
                 }
-                let options = JournalOptions { background_grants: cfg.background_grants, boot_id: cfg.boot_id.clone() };
+                let options = JournalOptions {
+                    background_grants: cfg.background_grants,
+                    boot_id: cfg.boot_id.clone(),
+                    bound_decay: cfg.bound_decay,
+                };
                 let (journal, opened) = Journal::open(dir, options)?;
                 if opened.grace_ms > 0 {
                     grace_until = grace_until.max(Instant::now() + Duration::from_millis(opened.grace_ms));

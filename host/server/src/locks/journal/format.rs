@@ -5,8 +5,9 @@
 //! - `HOLD`, `RENEW`, `RELEASE`: a [`Change`] of one lock;
 //! - `BOOT`: the boot id of the machine that wrote the file, first in every
 //!   rewritten file;
-//! - `BOUND`: no grant answered ahead of its sync had a longer lease than
-//!   this (background grants; see `mod.rs`);
+//! - `BOUND`: no grant answered ahead of its sync after this record (and
+//!   before the next `BOUND`) had a longer lease than this (background
+//!   grants; see `mod.rs`);
 //! - `CLOSED`: the service stopped cleanly; last in the file, and synced.
 
 use super::{Change, JournalError, LeaseRecord, io_error};
@@ -38,7 +39,9 @@ pub(super) struct Replayed {
     pub leases: Vec<LeaseRecord>,
     /// The boot id of the machine that wrote the file, if it recorded one.
     pub boot: Option<String>,
-    /// The longest lease a grant answered ahead of its sync may have had.
+    /// The longest lease a grant answered ahead of its sync, and lost, may
+    /// have had: the last `BOUND` read (grants answered ahead before it
+    /// precede it, so they were read too).
     pub bound_ms: u64,
     /// The service stopped cleanly: everything it answered is in the file.
     pub closed: bool,
@@ -139,7 +142,7 @@ pub(super) fn replay(path: &Path) -> Result<Replayed, JournalError> {
                 }
             }
             Entry::Boot(id) => out.boot = Some(id),
-            Entry::Bound(ms) => out.bound_ms = out.bound_ms.max(ms),
+            Entry::Bound(ms) => out.bound_ms = ms,
         }
         at += 8 + payload.len();
     }

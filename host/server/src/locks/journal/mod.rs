@@ -49,12 +49,21 @@
 //! Background grants ([`JournalOptions::background_grants`]) are answered
 //! once written, like releases, so a grant costs no sync wait. What that
 //! risks is the machine stopping before the sync: every grant it loses had a
-//! lease of at most the journal's synced `BOUND` (a grant with a longer lease
-//! waits for its sync, which raises the bound), and a file that was last
+//! lease of at most the last `BOUND` in the file, and a file that was last
 //! written under another boot of the machine and not closed cleanly makes
 //! the service wait that long before granting a lock the file does not hold
 //! ([`Opened::grace_ms`]). Process crashes and clean restarts, on the same
-//! boot, lose nothing and wait for nothing.
+//! boot, lose nothing and wait for nothing. The bound follows the leases
+//! actually answered ahead, not the longest ever granted:
+//! - a grant with a longer lease than the synced bound writes a new `BOUND`
+//!   and waits for its sync like an each-grant grant, so a raised bound is
+//!   durable before any grant relies on it;
+//! - every [`BOUND_DECAY`] the syncer lowers it to the longest lease answered
+//!   ahead since the last time ([`State::lower_bound`]): only grants within
+//!   the lower bound are answered ahead from the moment its record is
+//!   written, and every grant answered ahead before that precedes the record
+//!   in the file, so a replay that reads the record restores them; one that
+//!   does not read it stops at an earlier, higher `BOUND`.
 //!
 //! The syncer runs under `SCHED_BATCH` ([`syncer::wait_for_the_cpu_when_woken`]):
 //! woken by its sync's completion it waits for the CPU instead of preempting
@@ -76,7 +85,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use syncer::Syncer;
 use tokio::sync::oneshot;
 
@@ -89,6 +98,9 @@ const PREALLOCATE_BYTES: u64 = 4 << 20;
 /// Records nobody waits to see synced (releases, renewals) are synced by
 /// the next grant's sync, or by the syncer after this long without one.
 pub const IDLE_SYNC: Duration = Duration::from_millis(2);
+/// With background grants, how often the bound falls to the longest lease
+/// answered ahead of its sync since it last fell.
+pub const BOUND_DECAY: Duration = Duration::from_secs(1);
 
 /// A lease as the journal stores it: enough to restore it after a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +171,11 @@ struct State {
     bound_synced: u64,
     /// A `BOUND` record written and not yet synced: where it ends, its value.
     pending_bound: Option<(u64, u64)>,
+    /// The longest lease answered ahead of its sync since the bound was last
+    /// lowered, and when it may next be ([`State::lower_bound`]).
+    ahead_max: u64,
+    lower_at: Instant,
+    bound_decay: Duration,
     /// Grants written and waiting for a sync, by where their record ends; in file order.
     awaiting: VecDeque<(u64, Answer)>,
     /// Changes written since the syncer last took them, for its live-lease bookkeeping.
@@ -181,13 +198,21 @@ struct Held {
 }
 
 /// How a journal is opened.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct JournalOptions {
     /// Answer grants once written, ahead of their sync (see the module docs).
     pub background_grants: bool,
     /// This boot of the machine (`/proc/sys/kernel/random/boot_id`); `None`
     /// if unknown, which counts as a different boot.
     pub boot_id: Option<String>,
+    /// How often the bound of background grants is lowered ([`BOUND_DECAY`]).
+    pub bound_decay: Duration,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        JournalOptions { background_grants: false, boot_id: None, bound_decay: BOUND_DECAY }
+    }
 }
 
 /// What [`Journal::open`] found.
@@ -222,6 +247,9 @@ impl Journal {
             bound_written: 0,
             bound_synced: 0,
             pending_bound: None,
+            ahead_max: 0,
+            lower_at: Instant::now() + options.bound_decay,
+            bound_decay: options.bound_decay,
             awaiting: VecDeque::new(),
             changes: Vec::new(),
             rewriting: None,
@@ -269,6 +297,7 @@ impl Journal {
         if let (Some(Ack::Synced), Change::Hold(r), true) = (ack, &change, st.background) {
             if r.lease_ms <= st.bound_synced {
                 ack = Some(Ack::Written);
+                st.ahead_max = st.ahead_max.max(r.lease_ms);
             } else if r.lease_ms > st.bound_written && st.rewriting.is_none() {
                 // This grant waits for its sync, which makes the new bound durable.
                 encode_bound(r.lease_ms, &mut st.buf);
@@ -329,6 +358,38 @@ impl State {
         self.pending_bound = None;
         self.bound_written = self.bound_synced;
     }
+
+    /// With background grants, once `bound_decay` has passed since the
+    /// last time: lowers the bound to the longest lease answered ahead of its
+    /// sync since then, if that is shorter, by writing a `BOUND` (synced by
+    /// the syncer within [`IDLE_SYNC`]). Returns whether it wrote one.
+    ///
+    /// Grants are held to the lower bound from the moment its record is
+    /// written, while the file's last synced `BOUND` is still the higher one,
+    /// so a machine that stops before the sync waits longer, never shorter.
+    /// Not while a raised bound awaits its sync or the file is being
+    /// rewritten (the rewrite carries `bound_written` into the new file).
+    fn lower_bound(&mut self, now: Instant) -> bool {
+        if !self.background || now < self.lower_at || self.pending_bound.is_some() || self.rewriting.is_some() {
+            return false;
+        }
+        self.lower_at = now + self.bound_decay;
+        let to = std::mem::take(&mut self.ahead_max);
+        if to >= self.bound_written {
+            return false;
+        }
+        self.bound_synced = self.bound_synced.min(to);
+        self.buf.clear();
+        encode_bound(to, &mut self.buf);
+        if self.file.write(&self.buf).is_err() {
+            // The file keeps its higher bound; grants stay held to the lower one.
+            self.forget_pending_bound();
+            return false;
+        }
+        self.bound_written = to;
+        self.pending_bound = Some((self.file.len(), to));
+        true
+    }
 }
 
 impl Shared {
@@ -377,7 +438,8 @@ mod tests {
     }
 
     fn background(boot: &str) -> JournalOptions {
-        JournalOptions { background_grants: true, boot_id: Some(boot.into()) }
+        // No lowering unless a test asks for it: the bound stays as grants raised it.
+        JournalOptions { background_grants: true, boot_id: Some(boot.into()), bound_decay: Duration::from_secs(3600) }
     }
 
     fn held(name: &str, lease: u128, lease_ms: u64) -> LeaseRecord {
@@ -414,6 +476,73 @@ mod tests {
         j.append(Change::Hold(held("c", 3, 120_000))).await.unwrap().unwrap();
         let replayed = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap();
         assert_eq!((replayed.bound_ms, replayed.grace_ms(Some("boot-3"))), (0, 0));
+    }
+
+    /// The wait a start under another boot would impose, were the machine to stop now.
+    fn grace_after_a_power_loss(dir: &Path) -> u64 {
+        replay(&snapshot(dir).path().join(JOURNAL_FILE)).unwrap().grace_ms(Some("boot-2"))
+    }
+
+    #[tokio::test]
+    async fn the_bound_falls_to_the_leases_answered_ahead_since_it_last_fell() {
+        const HOUR: u64 = 3_600_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), background("boot-1")).unwrap();
+        // One long lease raises the bound; a short one is answered ahead under it.
+        j.append(Change::Hold(held("long", 1, HOUR))).await.unwrap().unwrap();
+        j.append(Change::Hold(held("short", 2, 10_000))).await.unwrap().unwrap();
+        assert_eq!(grace_after_a_power_loss(dir.path()), HOUR);
+        let mut at = Instant::now();
+        assert!(!j.shared.lock().lower_bound(at), "lowered before it was due");
+        // Due: only the short lease was answered ahead since the bound rose.
+        at += Duration::from_secs(7200);
+        assert!(j.shared.lock().lower_bound(at));
+        assert_eq!(grace_after_a_power_loss(dir.path()), 10_000);
+        // Both leases are in the file: the long one is restored, not waited out.
+        let mut names: Vec<_> = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap().leases;
+        names.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(names, vec![held("long", 1, HOUR), held("short", 2, 10_000)]);
+        // A lease above the lowered bound is not answered ahead: it raises the bound again.
+        j.append(Change::Hold(held("minute", 3, 60_000))).await.unwrap().unwrap();
+        assert_eq!(grace_after_a_power_loss(dir.path()), 60_000);
+        // Nothing answered ahead since: the bound falls to zero, and the next grant raises it.
+        at += Duration::from_secs(7200);
+        assert!(j.shared.lock().lower_bound(at));
+        assert_eq!(grace_after_a_power_loss(dir.path()), 0);
+        j.append(Change::Hold(held("five", 4, 5_000))).await.unwrap().unwrap();
+        assert_eq!(grace_after_a_power_loss(dir.path()), 5_000);
+        // Each raise waited for its sync, so none was answered ahead: due again, it falls.
+        at += Duration::from_secs(7200);
+        assert!(j.shared.lock().lower_bound(at));
+        assert_eq!(grace_after_a_power_loss(dir.path()), 0);
+        // A bound that is not above what was answered ahead stays.
+        j.append(Change::Hold(held("again", 5, 5_000))).await.unwrap().unwrap();
+        j.append(Change::Hold(held("ahead", 6, 5_000))).await.unwrap().unwrap();
+        at += Duration::from_secs(7200);
+        assert!(!j.shared.lock().lower_bound(at));
+        assert_eq!(grace_after_a_power_loss(dir.path()), 5_000);
+    }
+
+    #[tokio::test]
+    async fn the_syncer_lowers_the_bound_on_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = JournalOptions { bound_decay: Duration::from_millis(20), ..background("boot-1") };
+        let (j, _) = Journal::open(dir.path(), options).unwrap();
+        j.append(Change::Hold(held("long", 1, 3_600_000))).await.unwrap().unwrap();
+        // Polled, not timed: the bound falls to zero within a few periods once nothing is answered ahead.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while grace_after_a_power_loss(dir.path()) != 0 {
+            assert!(Instant::now() < deadline, "the bound never fell");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The lowered bound is synced by the syncer itself, and a clean stop ends the file as before.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while j.shared.lock().pending_bound.is_some() || j.shared.lock().file.unsynced() {
+            assert!(Instant::now() < deadline, "the lowered bound was never synced");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(j);
+        assert!(replay(&dir.path().join(JOURNAL_FILE)).unwrap().closed);
     }
 
     /// Whether some thread of this process named like the syncer runs

@@ -72,6 +72,7 @@ impl Syncer {
             let (upto, changes, closing) = {
                 let mut st = shared.lock();
                 loop {
+                    st.lower_bound(Instant::now());
                     if !st.awaiting.is_empty() || st.closed {
                         break;
                     }
@@ -84,6 +85,11 @@ impl Syncer {
                         if waited.timed_out() {
                             break;
                         }
+                    } else if st.background && st.bound_written > 0 {
+                        // Wakes to lower the bound once it is due.
+                        let due = st.lower_at.saturating_duration_since(Instant::now());
+                        st = shared.wake.wait_timeout(st, due).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+                        st.syncer_idle = false;
                     } else {
                         st = shared.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
                         st.syncer_idle = false;

@@ -370,7 +370,7 @@ pub struct LockArgs {
     /// grant is written to the journal file and syncs it right after: a
     /// crashed or restarted process loses nothing, and after the machine
     /// itself restarts every acquisition first waits out the longest lease
-    /// granted ahead of its sync (see docs/locks.md).
+    /// answered ahead of its sync in the last second or so (see docs/locks.md).
     #[arg(long, value_enum, default_value_t = LeaseSync::EachGrant)]
     pub lease_sync: LeaseSync,
 }

@@ -73,5 +73,13 @@ pub fn run(dir: &Path, writers: usize, duration: Duration, payload: usize) -> an
     }
     let elapsed = start.elapsed();
     let _ = std::fs::remove_file(&path);
-    Ok(RunResult { store: "sqlite (conditional UPDATE)", writers, inflight: 1, elapsed, hist, guard_share: None })
+    Ok(RunResult {
+        store: "sqlite (conditional UPDATE)",
+        writers,
+        inflight: 1,
+        elapsed,
+        hist,
+        guard_share: None,
+        reads: None,
+    })
 }

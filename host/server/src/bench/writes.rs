@@ -8,6 +8,10 @@
 //! on SQLite. Latency is measured per write from submission to durable ack.
 //! The guard is wrapped in a timer to report its share of write latency:
 //! total guard time / total write latency across all writes of the run.
+//! With `--readers R`, R more tasks read the writers' objects in a loop
+//! beside them (one outstanding read each), and the run reports their
+//! reads per second and latency too: the store commits each batch before
+//! answering once reads have begun, so this is the mixed workload's rate.
 
 use crate::storage::{Engine, Mutation, RedbEngine, WriteOutcome, WriteRequest};
 use anyhow::Context;
@@ -36,6 +40,8 @@ pub struct WritesConfig {
     pub inflight: usize,
     /// Whether to run the SQLite comparison after each run.
     pub sqlite: bool,
+    /// Tasks reading the writers' objects beside them (fencing store only).
+    pub readers: usize,
 }
 
 /// One measured run.
@@ -49,11 +55,18 @@ pub struct RunResult {
     pub hist: Histogram<u64>,
     /// Guard time / write latency, summed over the run.
     pub guard_share: Option<f64>,
+    /// With readers beside the writers: how many, and each read's latency in microseconds.
+    pub reads: Option<(usize, Histogram<u64>)>,
 }
 
 impl RunResult {
     pub fn per_second(&self) -> f64 {
         self.hist.len() as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Reads per second, with readers.
+    pub fn reads_per_second(&self) -> Option<f64> {
+        self.reads.as_ref().map(|(_, h)| h.len() as f64 / self.elapsed.as_secs_f64())
     }
 }
 
@@ -95,14 +108,36 @@ impl Guard for TimedGuard {
     }
 }
 
-async fn run_engine(
-    dir: &std::path::Path,
+/// One run's shape.
+#[derive(Clone, Copy)]
+struct Run {
     kind: GuardKind,
     writers: usize,
     inflight: usize,
+    readers: usize,
     duration: Duration,
     payload: usize,
-) -> anyhow::Result<RunResult> {
+}
+
+/// Reads `bench-{r mod writers}` until `stop`; a read before the object's first write finds nothing and counts too.
+fn spawn_reader(
+    engine: Arc<RedbEngine>,
+    stop: Arc<AtomicBool>,
+    resource: String,
+) -> tokio::task::JoinHandle<anyhow::Result<Histogram<u64>>> {
+    tokio::spawn(async move {
+        let mut hist = Histogram::<u64>::new(3)?;
+        while !stop.load(Ordering::Relaxed) {
+            let t0 = Instant::now();
+            engine.read(&resource, "/obj").await.with_context(|| format!("read {resource}"))?;
+            hist.record(t0.elapsed().as_micros() as u64)?;
+        }
+        anyhow::Ok(hist)
+    })
+}
+
+async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult> {
+    let Run { kind, writers, inflight, readers, duration, payload } = run;
     let inner: Arc<dyn Guard> = match kind {
         GuardKind::Wasm => Arc::new(WasmGuard::embedded(None).context("load embedded guard")?),
         GuardKind::Native => Arc::new(NativeGuard),
@@ -144,11 +179,17 @@ async fn run_engine(
             })
         })
         .collect();
+    let reader_tasks: Vec<_> =
+        (0..readers).map(|r| spawn_reader(engine.clone(), stop.clone(), format!("bench-{}", r % writers))).collect();
     tokio::time::sleep(duration).await;
     stop.store(true, Ordering::Relaxed);
     let mut hist = Histogram::<u64>::new(3)?;
     for t in tasks {
         hist.add(t.await??)?;
+    }
+    let mut read_hist = Histogram::<u64>::new(3)?;
+    for t in reader_tasks {
+        read_hist.add(t.await??)?;
     }
     let elapsed = start.elapsed();
     let total_latency_us: f64 =
@@ -160,11 +201,36 @@ async fn run_engine(
     };
     drop(engine);
     let _ = std::fs::remove_dir_all(&store_dir);
-    Ok(RunResult { store, writers, inflight, elapsed, hist, guard_share: Some(guard_us / total_latency_us) })
+    let reads = (readers > 0).then_some((readers, read_hist));
+    Ok(RunResult { store, writers, inflight, elapsed, hist, guard_share: Some(guard_us / total_latency_us), reads })
 }
 
-/// The results as a Markdown table.
+/// The results as a Markdown table; runs with readers add a second table of their reads.
 pub fn table(results: &[RunResult]) -> String {
+    let mut out = writes_table(results);
+    let with_reads: Vec<_> = results.iter().filter(|r| r.reads.is_some()).collect();
+    if !with_reads.is_empty() {
+        out.push_str(
+            "\n| store | writers | readers | reads/s | p50 read latency | p99 read latency |\n|---|---:|---:|---:|---:|---:|\n",
+        );
+        for r in with_reads {
+            let (readers, h) = r.reads.as_ref().expect("filtered");
+            let ms = |q| h.value_at_quantile(q) as f64 / 1000.0;
+            out.push_str(&format!(
+                "| {} | {} | {} | {:.0} | {:.3} ms | {:.3} ms |\n",
+                r.store,
+                r.writers,
+                readers,
+                r.reads_per_second().unwrap_or(0.0),
+                ms(0.5),
+                ms(0.99)
+            ));
+        }
+    }
+    out
+}
+
+fn writes_table(results: &[RunResult]) -> String {
     let mut out = String::from(
         "| store | writers | in flight each | durable writes/s | p50 latency | p99 latency | guard share of latency |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -196,8 +262,19 @@ pub fn run(cfg: &WritesConfig) -> anyhow::Result<Vec<RunResult>> {
     let rt = tokio::runtime::Runtime::new().context("start tokio runtime")?;
     let mut results = Vec::new();
     for &w in &cfg.writers {
-        let r = rt.block_on(run_engine(&dir, cfg.guard, w, cfg.inflight, cfg.duration, cfg.payload))?;
+        let run = Run {
+            kind: cfg.guard,
+            writers: w,
+            inflight: cfg.inflight,
+            readers: cfg.readers,
+            duration: cfg.duration,
+            payload: cfg.payload,
+        };
+        let r = rt.block_on(run_engine(&dir, run))?;
         eprintln!("{} x{w} (x{} in flight): {:.0} writes/s", r.store, cfg.inflight, r.per_second());
+        if let Some(reads) = r.reads_per_second() {
+            eprintln!("{} x{w}, {} readers beside: {reads:.0} reads/s", r.store, cfg.readers);
+        }
         results.push(r);
         if cfg.sqlite {
             let r = super::sqlite::run(&dir, w, cfg.duration, cfg.payload)?;

@@ -86,6 +86,10 @@ struct WritesArgs {
     /// Skip the SQLite comparison.
     #[arg(long)]
     no_sqlite: bool,
+    /// Tasks reading the writers' objects in a loop beside them, in the
+    /// fencing store's runs (reads/s and read latency in a second table).
+    #[arg(long, default_value_t = 0)]
+    readers: usize,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -122,6 +126,7 @@ fn bench_writes(a: WritesArgs) -> anyhow::Result<ExitCode> {
         data_dir: a.data_dir,
         inflight: a.inflight,
         sqlite: !a.no_sqlite,
+        readers: a.readers,
     };
     println!("{}", writes::table(&writes::run(&cfg)?));
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,7 @@
 //! A real `fencing serve --role locks` process: tokens stay monotonic across
 //! a kill -9 loop; after a kill -9 or a SIGTERM a free lock is granted at
 //! once, a held lease stays held for its holder only, a released one-hour
-//! lease is gone, with `--lease-sync each-grant` and `background`; re-entry
+//! lease is gone, with `--lease-sync background` (the default) and `each-grant`; re-entry
 //! needs the lease id; the HTTP API's shapes and errors, the `fencing lock`
 //! exit codes and `--lease-sync`'s usage errors.
 
@@ -135,8 +135,8 @@ fn lease_body(lock: &str, g: &serde_json::Value) -> serde_json::Value {
 
 /// A restart by `signal`: before it, a one-hour lease released, a lease
 /// held and a lock never used; after it, each is as it was. Under
-/// `--lease-sync background` the held lease's grant was answered ahead of
-/// its sync (the one-hour grant had raised the bound above it).
+/// `--lease-sync background` (the default) the held lease's grant was
+/// answered ahead of its sync (the one-hour grant had raised the bound above it).
 fn restart_keeps_leases(signal: nix::sys::signal::Signal, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -182,13 +182,13 @@ fn sigterm_restart_keeps_held_leases_and_frees_the_rest() {
 }
 
 #[test]
-fn kill_9_restart_keeps_background_grants() {
-    restart_keeps_leases(nix::sys::signal::Signal::SIGKILL, &["--lease-sync", "background"]);
+fn kill_9_restart_keeps_grants_synced_each() {
+    restart_keeps_leases(nix::sys::signal::Signal::SIGKILL, &["--lease-sync", "each-grant"]);
 }
 
 #[test]
-fn sigterm_restart_keeps_background_grants() {
-    restart_keeps_leases(nix::sys::signal::Signal::SIGTERM, &["--lease-sync", "background"]);
+fn sigterm_restart_keeps_grants_synced_each() {
+    restart_keeps_leases(nix::sys::signal::Signal::SIGTERM, &["--lease-sync", "each-grant"]);
 }
 
 #[test]
@@ -300,18 +300,22 @@ fn lease_sync_is_checked_before_the_server_starts() {
             .output()
             .unwrap()
     };
-    let out = serve(&["--locks", "etcd", "--lease-sync", "background"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--lease-sync"), "{out:?}");
+    for mode in ["background", "each-grant"] {
+        let out = serve(&["--locks", "etcd", "--lease-sync", mode]);
+        assert_eq!(out.status.code(), Some(2), "{mode}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--lease-sync"), "{out:?}");
+    }
     let out = serve(&["--lease-sync", "sometimes"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("each-grant"), "{out:?}");
     // The chaos campaign passes it to its own lock service; the cluster's locks are etcd's.
-    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
-        .args(["chaos", "--topology", "cluster", "--lease-sync", "background", "--seconds", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--lease-sync is for the local topology"), "{stderr}");
+    for mode in ["background", "each-grant"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+            .args(["chaos", "--topology", "cluster", "--lease-sync", mode, "--seconds", "1"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{mode}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--lease-sync is for the local topology"), "{stderr}");
+    }
 }

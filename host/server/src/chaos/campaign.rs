@@ -43,8 +43,9 @@ pub struct CampaignConfig {
     /// directory) and have every client send it: the campaign then also shows that
     /// authentication changes nothing for clients that hold the token.
     pub auth: bool,
-    /// Run the lock service with `--lease-sync background`: grants answered
-    /// ahead of their journal's sync then live through its kills and restarts.
+    /// Run the lock service with `--lease-sync background` (as `fencing serve`
+    /// does by default): grants answered ahead of their journal's sync then
+    /// live through its kills and restarts; otherwise with `each-grant`.
     pub background_grants: bool,
 }
 
@@ -160,9 +161,8 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     }
     let mut storage = Server::new(&cfg.exe, "storage", free_addr()?, &cfg.work_dir, extra);
     let mut lock_args = auth_args;
-    if cfg.background_grants {
-        lock_args.extend(["--lease-sync".to_string(), "background".to_string()]);
-    }
+    let lease_sync = if cfg.background_grants { "background" } else { "each-grant" };
+    lock_args.extend(["--lease-sync".to_string(), lease_sync.to_string()]);
     let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, lock_args);
     locks.start().await?;
     storage.start().await?;

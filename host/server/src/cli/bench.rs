@@ -3,9 +3,9 @@
 //! `bench writes` runs [`crate::bench::writes`] and prints its table.
 //! `bench locks` starts servers in this process on ephemeral loopback ports
 //! (the embedded backend in a temporary data dir, as `fencing serve` runs it
-//! with its lease journal, the same with `--lease-sync background`, and the
-//! same backend in memory only; with
-//! `--etcd-endpoints`, a third on etcd), then runs each scenario in turn and
+//! with its lease journal and `--lease-sync background`, the same with
+//! `--lease-sync each-grant`, and the same backend in memory only; with
+//! `--etcd-endpoints`, a fourth on etcd), then runs each scenario in turn and
 //! prints one Markdown table. Server and load generator share the machine's cores.
 
 use crate::bench::locks::{self, Report, Scenario};
@@ -151,11 +151,12 @@ fn bench_locks(
         let dir = std::env::temp_dir().join(format!("fencing-bench-{:x}", rand::random::<u64>()));
         let duration = Duration::from_secs(seconds);
         let mut backends = Vec::new();
-        // Durable (grants and releases journaled, as `fencing serve` runs), the
-        // same with `--lease-sync background`, and memory-only.
+        // Journaled as `fencing serve` runs (grants answered once written,
+        // synced in the background), the same with `--lease-sync each-grant`,
+        // and memory-only.
         let journaled = [
-            ("embedded", Some(dir.join("each-grant")), false),
-            ("embedded (background grants)", Some(dir.join("background")), true),
+            ("embedded (as served: background)", Some(dir.join("background")), true),
+            ("embedded (each-grant)", Some(dir.join("each-grant")), false),
             ("embedded (memory)", None, false),
         ];
         for (name, data_dir, background_grants) in journaled {

@@ -88,11 +88,12 @@ struct RunArgs {
     /// Start both servers with `--auth-token-file` (a random token) and have the clients send it.
     #[arg(long)]
     auth: bool,
-    /// When the lock service answers a grant (`fencing serve --lease-sync`): `background`
-    /// puts grants answered ahead of their journal's sync through the kills and restarts.
+    /// When the lock service answers a grant (`fencing serve --lease-sync`) [default:
+    /// background, as served]: `background` puts grants answered ahead of their journal's
+    /// sync through the kills and restarts, `each-grant` grants answered once synced.
     /// Local topology only (the cluster's locks are etcd's).
-    #[arg(long, value_enum, default_value_t = LeaseSync::EachGrant)]
-    lease_sync: LeaseSync,
+    #[arg(long, value_enum)]
+    lease_sync: Option<LeaseSync>,
     /// Write DIR/timeline.html: every request as a bar per client lane, the faults as bands,
     /// violations in red, throughput and latency over time. Self-contained; open it in a browser.
     #[arg(long, value_name = "DIR")]
@@ -187,7 +188,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
     if a.topology == Topology::Cluster {
-        if a.lease_sync != LeaseSync::EachGrant {
+        if a.lease_sync.is_some() {
             return Err(super::usage("--lease-sync is for the local topology (the cluster's locks are etcd's)"));
         }
         if !nix::unistd::geteuid().is_root() {
@@ -208,6 +209,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         Topology::Local => (200, 800),
         Topology::Cluster => (1000, 3000),
     });
+    let background_grants = a.lease_sync.unwrap_or(LeaseSync::DEFAULT) == LeaseSync::Background;
     eprintln!(
         "chaos: {} topology, seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, lease sync {}, history {}",
         format!("{:?}", a.topology).to_lowercase(),
@@ -216,7 +218,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         a.resources,
         if a.no_fencing { "off" } else { "on" },
         if a.auth { "on" } else { "off" },
-        if a.lease_sync == LeaseSync::Background { "background" } else { "each grant" },
+        if background_grants { "background" } else { "each grant" },
         history.display()
     );
     let cfg = CampaignConfig {
@@ -230,7 +232,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         history,
         exe: std::env::current_exe().context("locate the fencing binary")?,
         auth: a.auth,
-        background_grants: a.lease_sync == LeaseSync::Background,
+        background_grants,
     };
     let campaign::Finished { records, report } = match a.topology {
         Topology::Local => runtime()?.block_on(campaign::run(&cfg))?,

@@ -73,8 +73,9 @@ pub struct EmbeddedConfig {
     /// Most leases held at once.
     pub max_held: usize,
     /// Answer grants once the journal has written them, ahead of their sync
-    /// (`--lease-sync background`; see `journal/mod.rs` for what a machine
-    /// crash then costs).
+    /// (`--lease-sync background`, what `fencing serve` runs by default; see
+    /// `journal/mod.rs` for what a machine crash then costs). Off in
+    /// `Default`, the stricter mode: each grant waits for its sync.
     pub background_grants: bool,
     /// This boot of the machine; see `JournalOptions::boot_id` (`None` if unknown).
     pub boot_id: Option<String>,

@@ -18,7 +18,8 @@
 //!   by a holder that gave it up, until one duration after the restart:
 //!   never a second holder, because every later grant of the lock follows
 //!   the release in the file and is acknowledged only once synced, with the
-//!   release;
+//!   release, or (a background grant) is lost with it at most and waited
+//!   out by the bound (below);
 //! - a renewal is written at once but nobody waits for it (a restored lease
 //!   is re-armed with its full duration, which outlasts every renewal, so a
 //!   lost renewal is harmless);

@@ -2,8 +2,9 @@
 //! service, appended to `locks-leases` in the data directory.
 //!
 //! Each change is written to the file by the caller itself (into the page
-//! cache, under the journal's mutex: a `pwrite`, or with background grants a
-//! copy into a shared mapping of the file); one syncer thread
+//! cache, under the journal's mutex: a `pwrite`, or with background grants,
+//! on a filesystem that overwrites in place, a copy into a shared mapping of
+//! the file); one syncer thread
 //! group-commits with `fdatasync`. So a release or renewal costs no thread
 //! hand-off, and a grant costs one wake-up for its whole batch: on a
 //! virtual machine, waking threads measured costlier than the sync.

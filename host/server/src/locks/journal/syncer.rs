@@ -325,9 +325,10 @@ impl Syncer {
         Ok(file)
     }
 
-    /// `f`, holding `len` bytes, as a record file (mapped if `self.mapped`).
+    /// `f`, holding `len` bytes, as a record file: mapped if `self.mapped`
+    /// and its filesystem overwrites the zero-filled blocks in place.
     fn open_records(&self, f: fs::File, len: u64) -> Result<RecordFile, JournalError> {
-        if self.mapped {
+        if self.mapped && overwrites_in_place(&f) {
             RecordFile::new_mapped(f, len, len, PREALLOCATE_BYTES).map_err(|e| self.io(e))
         } else {
             Ok(RecordFile::new(f, len, len, PREALLOCATE_BYTES))
@@ -360,7 +361,45 @@ pub(super) fn wait_for_the_cpu_when_woken() {
     }
 }
 
+/// Whether a write into a shared mapping of `f` lands in blocks the file
+/// already has. On ext4, XFS and tmpfs the zero-filled, synced blocks ahead
+/// of the records are overwritten in place. A copy-on-write filesystem
+/// (btrfs) allocates anew on every write, and in a mapping a write it
+/// cannot allocate for is a `SIGBUS` that kills the process where a `pwrite`
+/// returns an error, so there, and wherever the type is unknown, the
+/// journal writes with `pwrite`.
+fn overwrites_in_place(f: &fs::File) -> bool {
+    match nix::sys::statfs::fstatfs(f) {
+        Ok(st) => maps_safely_on(st.filesystem_type()),
+        Err(e) => {
+            tracing::debug!(error = %e, "the lease journal writes with pwrite: unknown filesystem");
+            false
+        }
+    }
+}
+
+fn maps_safely_on(fs: nix::sys::statfs::FsType) -> bool {
+    use nix::sys::statfs::{EXT4_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC};
+    [EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, TMPFS_MAGIC].contains(&fs)
+}
+
 /// A new, empty file open for reading and writing (as a shared mapping needs).
 fn create(path: &Path) -> std::io::Result<fs::File> {
     fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::maps_safely_on;
+    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, NFS_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC};
+
+    #[test]
+    fn only_filesystems_that_overwrite_in_place_are_written_through_a_mapping() {
+        for fs in [EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, TMPFS_MAGIC] {
+            assert!(maps_safely_on(fs), "{fs:?}");
+        }
+        for fs in [BTRFS_SUPER_MAGIC, NFS_SUPER_MAGIC] {
+            assert!(!maps_safely_on(fs), "{fs:?}");
+        }
+    }
 }

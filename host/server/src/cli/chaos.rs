@@ -209,7 +209,7 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         Topology::Local => (200, 800),
         Topology::Cluster => (1000, 3000),
     });
-    let background_grants = a.lease_sync.unwrap_or(LeaseSync::DEFAULT) == LeaseSync::Background;
+    let background_grants = a.lease_sync.unwrap_or_default() == LeaseSync::Background;
     eprintln!(
         "chaos: {} topology, seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, lease sync {}, history {}",
         format!("{:?}", a.topology).to_lowercase(),

@@ -382,22 +382,19 @@ pub struct LockArgs {
 impl LockArgs {
     /// `--lease-sync` as given, or its default.
     pub fn lease_sync(&self) -> LeaseSync {
-        self.lease_sync.unwrap_or(LeaseSync::DEFAULT)
+        self.lease_sync.unwrap_or_default()
     }
 }
 
-/// `--lease-sync`: when the embedded service answers a grant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `--lease-sync`: when the embedded service answers a grant. The default
+/// is what `fencing serve` and `fencing chaos` use without the flag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum LeaseSync {
     /// Once it is written to the journal file, ahead of its sync.
+    #[default]
     Background,
     /// Once the journal holding it is synced.
     EachGrant,
-}
-
-impl LeaseSync {
-    /// What `fencing serve` and `fencing chaos` use without `--lease-sync`.
-    pub const DEFAULT: LeaseSync = LeaseSync::Background;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

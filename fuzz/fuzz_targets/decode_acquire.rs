@@ -7,7 +7,7 @@
 
 #![no_main]
 
-use fencing_host::http::locks::decode_acquire;
+use fencing_server::http::locks::decode_acquire;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

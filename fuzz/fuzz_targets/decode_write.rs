@@ -8,8 +8,8 @@
 #![no_main]
 
 use base64::Engine;
-use fencing_host::http::storage::decode_write;
-use fencing_host::wire::storage::{WriteBody, WritePayload};
+use fencing_server::http::storage::decode_write;
+use fencing_api::wire::storage::{WriteBody, WritePayload};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

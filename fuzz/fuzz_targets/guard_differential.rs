@@ -6,7 +6,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use fencing_guest::{BatchWrite, Fence, Policy, Sequencer};
+use fencing_rules::{BatchWrite, Fence, Policy, Sequencer};
 use fencing_runtime::{Guard, NativeGuard, WasmGuard};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;

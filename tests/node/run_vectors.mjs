@@ -1,7 +1,7 @@
 // Runs the shared fencing test vectors (tests/vectors/*.json) against a
 // JavaScript host of the fencing:guard component and prints `N passed, M
 // failed`:
-// - by default, the @fencing/guard package (host/node, built with `npm run
+// - by default, the @fencing/guard package (packages/node, built with `npm run
 //   build`): the component transpiled by jco behind the wrapper users call;
 // - with --core FILE, core_abi.mjs: the core module of component FILE under
 //   Node's own WebAssembly, the canonical ABI lowered by hand (docs/core-abi.md).
@@ -107,7 +107,7 @@ function coreGuard(core) {
   };
 }
 
-/** The adapter for the @fencing/guard package (host/node): its decisions in the vectors' vocabulary. */
+/** The adapter for the @fencing/guard package (packages/node): its decisions in the vectors' vocabulary. */
 function packageGuard(guard) {
   const verdict = (d) => {
     if (d.admitted) return { verdict: 'admitted', high_water: d.highWater, sequence: d.sequence, new_term: d.newTerm };
@@ -228,7 +228,7 @@ async function main() {
       const mod = await import(pathToFileURL(join(root, 'host', 'node', 'index.js')).href);
       guard = packageGuard(new mod.Guard());
     } catch (e) {
-      console.error(`error: cannot load @fencing/guard (npm install && npm run build in host/node): ${e.message}`);
+      console.error(`error: cannot load @fencing/guard (npm install && npm run build in packages/node): ${e.message}`);
       return 2;
     }
   }

@@ -34,16 +34,16 @@ fn before_call(lock: &str) {
     }
 }
 
-#[path = "../../../../guest/src/rules.rs"]
+#[path = "../../../../crates/rules/src/rules.rs"]
 #[allow(dead_code)]
 mod rules;
 
 /// The guest's allocator, panic handler, `memcmp`/`bcmp` and `cabi_realloc`.
-#[path = "../../../../guest/src/runtime.rs"]
+#[path = "../../../../crates/rules/src/runtime.rs"]
 mod runtime;
 
 /// The guest's export bodies, `lock-name` and WIT conversions, with the misbehaviour above.
-#[path = "../../../../guest/src/exports.rs"]
+#[path = "../../../../crates/rules/src/exports.rs"]
 mod exports;
 
 use bindings::exports::fencing::guard::check as wit;

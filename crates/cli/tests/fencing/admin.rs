@@ -1,0 +1,226 @@
+//! The operator's tools against real `fencing serve` processes: a fence reset
+//! and re-bind behind the bearer token (refused without it, 403 on a server
+//! without `--auth-token-file`, bad bodies named), `--max-token-advance`
+//! refusing a runaway token, and `fencing admin bump-tokens` moving tokens
+//! above every one handed out after the backup a data directory was restored
+//! from.
+
+use base64::Engine as _;
+use fencing_testkit::server::ServeProcess;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+const TOKEN: &str = "admin-Token_7";
+
+fn fencing() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fencing"));
+    cmd.env_remove("FENCING_AUTH_TOKEN_FILE").env_remove("FENCING_SERVER").env_remove("FENCING_DATA_DIR");
+    cmd
+}
+
+async fn post(base: &str, path: &str, body: Value, bearer: Option<&str>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().post(format!("{base}{path}")).json(&body);
+    if let Some(t) = bearer {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn write(base: &str, resource: &str, lock: &str, token: u64) -> (u16, Value) {
+    let body = json!({"resource_id": resource, "lock_id": lock, "fencing_token": token,
+        "write_payload": {"file_path": "/f", "mutation_type": "PUT",
+            "bytes": base64::engine::general_purpose::STANDARD.encode(format!("by {token}"))}});
+    post(base, "/v1/storage/write", body, Some(TOKEN)).await
+}
+
+#[tokio::test]
+async fn reset_unbricks_and_rebinds_behind_the_token_and_max_advance_refuses_runaways() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let auth = ["--auth-token-file", token_file.to_str().unwrap(), "--max-token-advance", "1000"];
+    let mut server = ServeProcess::start(&dir.path().join("data"), &auth);
+    server.ready().await;
+    let base = server.base.clone();
+
+    // --max-token-advance: a runaway token is refused, a reasonable jump is not.
+    assert_eq!(write(&base, "bounded", "bounded", 5).await.0, 200);
+    let (st, body) = write(&base, "bounded", "bounded", u64::MAX).await;
+    assert_eq!((st, body["reason"].as_str(), &body["high_water"]), (409, Some("token_too_far_ahead"), &json!(5)));
+    assert_eq!(body["max_token_advance"], 1000);
+    assert_eq!(write(&base, "bounded", "bounded", 1005).await.0, 200);
+
+    // A first write is not bounded: one runaway token bricks the resource for every real holder.
+    assert_eq!(write(&base, "bricked", "bricked", u64::MAX).await.0, 200);
+    let (st, body) = write(&base, "bricked", "bricked", 7).await;
+    assert_eq!((st, body["reason"].as_str()), (409, Some("stale_token")));
+    let reset = ["admin", "reset-fence", "bricked", "--reason", "runaway token from a test client"];
+    let out = fencing()
+        .args(reset)
+        .args(["--server", &base, "--auth-token-file", token_file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&answer["previous"]["high_water"], &answer["fence"]), (&json!(u64::MAX), &Value::Null));
+    assert_eq!(write(&base, "bricked", "bricked", 7).await.0, 200, "writable again after the reset");
+
+    // Re-bind: a first write under the wrong lock binds the resource; a reset moves it to the right one.
+    assert_eq!(write(&base, "bound", "stray-lock", 3).await.0, 200);
+    assert_eq!(write(&base, "bound", "bound", 4).await.1["reason"], "wrong_lock");
+    let body =
+        json!({"resource_id": "bound", "reason": "bound by a stray client", "lock_id": "bound", "high_water": 10});
+    let (st, answer) = post(&base, "/v1/admin/fences/reset", body.clone(), Some(TOKEN)).await;
+    assert_eq!(
+        (st, &answer["fence"]["lock_id"], &answer["previous"]["lock_id"]),
+        (200, &json!("bound"), &json!("stray-lock"))
+    );
+    assert_eq!(write(&base, "bound", "bound", 9).await.0, 409, "the new mark holds");
+    assert_eq!(write(&base, "bound", "bound", 11).await.0, 200);
+
+    // Behind the token; bad bodies name their field and change nothing.
+    assert_eq!(post(&base, "/v1/admin/fences/reset", body.clone(), None).await.0, 401);
+    assert_eq!(post(&base, "/v1/admin/fences/reset", body, Some("wrong")).await.0, 401);
+    for (bad, field) in [
+        (json!({"resource_id": "bound", "reason": "x", "lock_id": "bound"}), "high_water"),
+        (json!({"resource_id": "bound", "reason": "x", "high_water": 1}), "lock_id"),
+        (json!({"resource_id": "bound", "reason": "  "}), "reason"),
+        (json!({"resource_id": "bound", "reason": "x", "lock_id": "bound", "high_water": 0}), "high_water"),
+        (json!({"resource_id": "", "reason": "x"}), "resource_id"),
+        (json!({"resource_id": "bound", "reason": "x", "extra": 1}), "extra"),
+    ] {
+        let (st, e) = post(&base, "/v1/admin/fences/reset", bad.clone(), Some(TOKEN)).await;
+        assert_eq!((st, e["error"]["field"].as_str()), (400, Some(field)), "{bad}: {e}");
+    }
+    let fence: Value =
+        reqwest::get(format!("{base}/v1/storage/fence?resource_id=bound")).await.unwrap().json().await.unwrap();
+    assert_eq!(fence["high_water"], 11);
+    let out = fencing().args(["admin", "reset-fence", "bound", "--reason", "x", "--lock", "l"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--lock without --high-water is a usage error");
+}
+
+#[tokio::test]
+async fn resets_need_a_server_with_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServeProcess::start(&dir.path().join("data"), &[]);
+    server.ready().await;
+    let body = json!({"resource_id": "r", "reason": "try"});
+    let (st, e) = post(&server.base, "/v1/admin/fences/reset", body, None).await;
+    assert_eq!((st, e["error"]["code"].as_str()), (403, Some("admin_disabled")));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else if !entry.file_name().to_string_lossy().ends_with(".lock") {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+/// One grant on `lock` (waiting out a restart's wait, if any), released at once; its token.
+async fn grant(base: &str, lock: &str) -> u64 {
+    let body = json!({"resource_id": lock, "client_id": "c", "lease_duration_ms": 200, "wait_ms": 5000});
+    let (st, g) = post(base, "/v1/locks/acquire", body, None).await;
+    assert_eq!(st, 200, "{g}");
+    let release = json!({"resource_id": lock, "lock_token": g["lock_token"]});
+    assert_eq!(post(base, "/v1/locks/release", release, None).await.0, 200);
+    g["fencing_token"].as_u64().unwrap()
+}
+
+async fn locks_server(data: &Path) -> ServeProcess {
+    let mut s = ServeProcess::start_role("locks", data, &[]);
+    s.ready().await;
+    s
+}
+
+#[tokio::test]
+async fn bump_tokens_moves_a_restored_directory_above_tokens_handed_out_since_the_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, backup) = (dir.path().join("data"), dir.path().join("backup"));
+    let mut s = locks_server(&data).await;
+    let before_backup = grant(&s.base, "k").await;
+    s.kill9();
+    copy_dir(&data, &backup);
+    // After the backup: a restart and more grants.
+    let mut s = locks_server(&data).await;
+    let mut since = Vec::new();
+    for _ in 0..3 {
+        since.push(grant(&s.base, "k").await);
+    }
+    s.kill9();
+    let highest = *since.iter().max().unwrap();
+    assert!(since.iter().all(|t| *t > before_backup));
+
+    // Restored as it is, the directory hands out a token it handed out before: the hazard.
+    let restored = dir.path().join("restored");
+    copy_dir(&backup, &restored);
+    let mut s = locks_server(&restored).await;
+    assert!(grant(&s.base, "k").await <= highest, "a restored directory repeats tokens");
+    s.kill9();
+
+    // Bumped, every token is above them all.
+    let bumped = dir.path().join("bumped");
+    copy_dir(&backup, &bumped);
+    let out = fencing()
+        .args(["admin", "bump-tokens", "--data-dir"])
+        .arg(&bumped)
+        .args(["--by", "10000000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["leases_dropped"], true);
+    let s = locks_server(&bumped).await;
+    let first = grant(&s.base, "k").await;
+    assert!(first > highest, "{first} after {highest}");
+    assert!(grant(&s.base, "another-lock").await > highest);
+
+    // A running server's directory is refused (1); a directory no lock service used is bad input (2).
+    let out = fencing().args(["admin", "bump-tokens", "--data-dir"]).arg(&bumped).args(["--by", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(s);
+    let empty = dir.path().join("empty");
+    let out = fencing().args(["admin", "bump-tokens", "--data-dir"]).arg(&empty).args(["--to", "5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = fencing().args(["admin", "bump-tokens", "--data-dir"]).arg(&bumped).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--by or --to is required");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_gives_the_space_of_deleted_objects_back() {
+    use fencing_server::storage::{Engine, Mutation, RedbEngine};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("storage");
+    {
+        let guard = std::sync::Arc::new(fencing_runtime::NativeGuard);
+        let engine = RedbEngine::open(&store, guard, fencing_runtime::Policy::NonDecreasing).unwrap();
+        for i in 0..40 {
+            let w = fencing_testkit::storage::req("big", 1, &format!("/o{i}"), Mutation::Put, &[7u8; 256 << 10]);
+            engine.write(w).await.unwrap();
+        }
+        for i in 1..40 {
+            engine
+                .write(fencing_testkit::storage::req("big", 1, &format!("/o{i}"), Mutation::Delete, b""))
+                .await
+                .unwrap();
+        }
+    }
+    let out = fencing().args(["admin", "compact", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (before, after) = (report["bytes_before"].as_u64().unwrap(), report["bytes_after"].as_u64().unwrap());
+    assert!(before > 8 << 20 && after < before / 4, "{report}");
+    let guard = std::sync::Arc::new(fencing_runtime::NativeGuard);
+    let engine = RedbEngine::open(&store, guard, fencing_runtime::Policy::NonDecreasing).unwrap();
+    assert_eq!(engine.read("big", "/o0").await.unwrap().bytes.map(|b| b.len()), Some(256 << 10), "kept object intact");
+    assert_eq!(engine.read("big", "/o1").await.unwrap().bytes, None);
+    // A directory without a store is bad input.
+    let out = fencing().args(["admin", "compact", "--data-dir"]).arg(dir.path().join("none")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,74 @@
+//! Run the fencing check inside a storage engine.
+//!
+//! A lock service hands each holder a fencing token; a storage engine keeps a
+//! durable fence per resource (the lock it is bound to, the highest admitted
+//! token, the last sequence under it) and must refuse any write whose token is
+//! older. This crate is what the engine embeds to make that decision: a
+//! [`Guard`] takes the stored [`Fence`] and the presented [`Sequencer`] and
+//! answers with an [`Admission`] (the fence to persist, in the same
+//! transaction as the write) or a [`Rejection`] carrying its evidence.
+//!
+//! The rules are written once, in the `fencing-rules` crate, and reach the
+//! engine in one of two forms:
+//! - [`NativeGuard`]: the rules linked in as Rust.
+//! - [`WasmGuard`]: the `fencing:guard@0.1.0` WebAssembly component (embedded
+//!   in this crate, or any compatible `.wasm` loaded as a [`Plugin`]) under
+//!   wasmtime. Every call is bounded in time, memory and stack; a call that
+//!   traps or exceeds a bound returns a [`GuardFailure`] and the engine must
+//!   refuse the write (fail closed). A new plugin can be swapped in while
+//!   calls are in flight ([`WasmGuard::swap`]).
+//!
+//! The crate is synchronous and has no I/O of its own beyond reading plugin
+//! files and the optional on-disk cache of compiled plugins.
+//!
+//! ```
+//! use fencing_runtime::{Fence, Guard, Policy, Rejection, Sequencer, WasmGuard};
+//!
+//! let guard = WasmGuard::embedded(None)?;
+//! let stored = Fence { lock: "orders".into(), high_water: 34, sequence: None };
+//! let paused = Sequencer { lock: "orders".into(), token: 33, sequence: None };
+//! let refused = guard.admit(Some(&stored), &paused, Policy::NonDecreasing)?.unwrap_err();
+//! assert_eq!(refused, Rejection::StaleToken { presented: 33, high_water: 34 });
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//! - `guard.rs`: the [`Guard`] trait, [`Decision`], [`GuardFailure`], [`GuardKind`].
+//! - `native.rs`: [`NativeGuard`], the linked rules.
+//! - `signed.rs` ([`signed`]): the one rule for hosts whose integers are
+//!   signed 64-bit (SQL, Java): 0 to 2^63-1 cross, the rest is refused.
+//! - `unfenced.rs`: [`UnfencedGuard`], which admits everything (a baseline, never protection).
+//! - `wasm/`: the Wasm guard: `mod.rs` ([`WasmGuard`]: workers, fail-closed
+//!   calls, hot swap), `limits.rs` ([`WasmLimits`], the engine, the epoch
+//!   ticker, [`EngineOptions`]), `base.rs` (what both call paths share: store state, lock-name
+//!   interning, the call-path trait), `abi.rs` (the canonical-ABI types and
+//!   the one place they convert to rule types), `component.rs` and
+//!   `direct.rs` (the two [`CallPath`]s).
+//! - `wasm/plugin/` ([`plugin`]): loading a component: `mod.rs` ([`Plugin`],
+//!   [`PluginInfo`], [`PluginError`], the embedded component), `compat.rs`
+//!   (the contract version check), `compile.rs` (compilation and the on-disk
+//!   cache, and the core module of the direct path).
+//!
+//! # Features
+//! - `serde`: `Serialize`/`Deserialize` for the rule types, [`GuardKind`],
+//!   [`CallPath`] and [`PluginInfo`].
+
+#![deny(missing_docs)]
+
+mod guard;
+mod native;
+pub mod signed;
+mod unfenced;
+mod wasm;
+
+pub use fencing_rules::rules::code;
+pub use fencing_rules::{
+    Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, UnknownPolicy,
+    Verdict,
+};
+pub use guard::{Decision, Guard, GuardFailure, GuardKind};
+pub use native::NativeGuard;
+pub use plugin::{Plugin, PluginError, PluginInfo};
+pub use unfenced::UnfencedGuard;
+pub use wasm::plugin;
+pub use wasm::{CallPath, EngineOptions, WasmGuard, WasmLimits};

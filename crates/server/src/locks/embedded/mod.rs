@@ -1,0 +1,214 @@
+//! The embedded lock service: leases in memory and in a group-committed
+//! journal, tokens from a durable generation clock.
+//!
+//! Invariants:
+//! - Tokens: each lock's next token is `last + 1`, where a lock seen for the
+//!   first time (or dropped from memory while idle) starts from the highest
+//!   token that could have been issued for it (the previous run's durable
+//!   ceiling, or the highest token of any dropped entry of its shard). Before
+//!   a token is returned it is below the durable ceiling; ranges of
+//!   `reserve_chunk` tokens are reserved ahead of use in the background, so
+//!   the hot path never waits for the clock except when it outruns the reserve.
+//! - Exclusion across restarts: a grant is acknowledged only once the
+//!   journal holds it durably (with `background_grants`, once it is in the
+//!   journal's file and its lease within the journal's synced bound), and a
+//!   release once it is written to the journal's file (synced right after;
+//!   see `journal/mod.rs` for why a release lost with the machine is safe,
+//!   and how a restart after a new boot waits out lost background grants).
+//!   A restart restores every lease the
+//!   journal holds, with its lease id and token, re-armed for its full
+//!   duration from the restart. A holder's own deadline (last renewal +
+//!   duration, on its clock) ends before the restored one (restart +
+//!   duration), so no lease from before the restart can still be running
+//!   when the lock is next granted. Locks the journal does not hold are free
+//!   at once.
+//! - A data directory whose clock survived but whose journal is missing
+//!   (deleted, or lost with its disk) holds no record of its leases: every
+//!   acquisition waits out the longest lease ever granted (the clock keeps
+//!   it durable before any such lease is granted).
+//! - Leases expire on `Instant` (monotonic), never on wall time.
+//! - Waiters are served first come, first served: a lock that becomes free is
+//!   granted only to the head of its queue; a waiter that gives up or whose
+//!   caller goes away leaves the queue and hands the turn to the next.
+//! - At most `max_held` leases are held at once; one more is refused with
+//!   [`LockError::AtCapacity`] after expired ones are settled.
+//! - Re-entry (with `reentrant`) needs the lease's own `lock_token`; a
+//!   `client_id` is a label, never a capability.
+
+mod acquire;
+mod lease_ops;
+mod state;
+
+use self::state::LockState;
+use crate::locks::clock::{ClockError, GenerationClock};
+use crate::locks::journal::{Journal, JournalError, JournalOptions};
+use crate::locks::metrics::LockMetrics;
+use crate::locks::table::{Holder, Shard};
+use crate::locks::{Acquired, BoxFuture, LockError, LockService, ValidAcquire};
+use fencing_api::wire::locks::{LeaseRef, Released, Renewed, Status};
+use std::hash::RandomState;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shards of the lock table, each under its own mutex.
+const SHARDS: usize = 64;
+
+/// Whether tokens count per lock or across all locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TokenMode {
+    /// Each lock has its own sequence (`1, 2, 3` on a fresh service).
+    #[default]
+    PerLock,
+    /// One counter for every lock: a token also orders grants across locks.
+    Global,
+}
+
+/// Settings of the embedded service.
+#[derive(Debug, Clone)]
+pub struct EmbeddedConfig {
+    /// Where the generation clock and the lease journal live; `None` keeps
+    /// both in memory (no crash safety).
+    pub data_dir: Option<PathBuf>,
+    pub token_mode: TokenMode,
+    /// Re-acquiring a held lock with its lease's `lock_token` returns the same lease and token.
+    pub reentrant: bool,
+    /// Tokens reserved per durable write of the clock.
+    pub reserve_chunk: u64,
+    /// Most leases held at once.
+    pub max_held: usize,
+    /// Answer grants once the journal has written them, ahead of their sync
+    /// (`--lease-sync background`, what `fencing serve` runs by default; see
+    /// `journal/mod.rs` for what a machine crash then costs). Off in
+    /// `Default`, the stricter mode: each grant waits for its sync.
+    pub background_grants: bool,
+    /// This boot of the machine; see `JournalOptions::boot_id` (`None` if unknown).
+    pub boot_id: Option<String>,
+    /// With background grants, how often the journal's bound on their leases
+    /// falls to the longest lease answered ahead since (`JournalOptions::bound_decay`).
+    pub bound_decay: Duration,
+}
+
+/// Default [`EmbeddedConfig::max_held`].
+pub const DEFAULT_MAX_HELD: usize = 1_000_000;
+
+impl Default for EmbeddedConfig {
+    fn default() -> Self {
+        EmbeddedConfig {
+            data_dir: None,
+            token_mode: TokenMode::PerLock,
+            reentrant: false,
+            reserve_chunk: 1 << 20,
+            max_held: DEFAULT_MAX_HELD,
+            background_grants: false,
+            boot_id: crate::locks::journal::current_boot_id(),
+            bound_decay: crate::locks::journal::BOUND_DECAY,
+        }
+    }
+}
+
+/// Why the service could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Clock(#[from] ClockError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// The embedded lock service. Clones share state.
+#[derive(Clone)]
+pub struct EmbeddedLocks {
+    inner: Arc<LockState>,
+}
+
+impl EmbeddedLocks {
+    /// Opens the service: reads the clock, restores the journal's leases and reserves the first range.
+    pub fn open(cfg: EmbeddedConfig, metrics: LockMetrics) -> Result<EmbeddedLocks, OpenError> {
+        let (clock, previous) = GenerationClock::open(cfg.data_dir.as_deref())?;
+        let base = previous.ceiling;
+        let chunk = cfg.reserve_chunk.max(1);
+        let durable = clock.advance(base.saturating_add(chunk), previous.max_lease_ms)?;
+        let mut grace_until = Instant::now();
+        let (journal, restored) = match &cfg.data_dir {
+            None => (None, Vec::new()),
+            Some(dir) => {
+                if !dir.join(crate::locks::journal::JOURNAL_FILE).exists() && previous.max_lease_ms > 0 {
+                    grace_until += Duration::from_millis(previous.max_lease_ms);
+                    tracing::info!(
+                        grace_ms = previous.max_lease_ms,
+                        "the lease journal is missing: waiting out the longest lease ever granted"
+                    );
+                }
+                let options = JournalOptions {
+                    background_grants: cfg.background_grants,
+                    boot_id: cfg.boot_id.clone(),
+                    bound_decay: cfg.bound_decay,
+                };
+                let (journal, opened) = Journal::open(dir, options)?;
+                if opened.grace_ms > 0 {
+                    grace_until = grace_until.max(Instant::now() + Duration::from_millis(opened.grace_ms));
+                    tracing::warn!(
+                        grace_ms = opened.grace_ms,
+                        "the machine restarted since the lease journal was written and grants were answered \
+                         ahead of their sync: waiting out the longest such lease"
+                    );
+                }
+                (Some(journal), opened.leases)
+            }
+        };
+        let inner = LockState {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            hasher: RandomState::new(),
+            clock,
+            journal,
+            ceiling: AtomicU64::new(durable.ceiling),
+            max_lease_ms: AtomicU64::new(durable.max_lease_ms),
+            issued: AtomicU64::new(base),
+            base,
+            reserving: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
+            grace_until,
+            next_waiter: AtomicU64::new(0),
+            cfg,
+            metrics,
+        };
+        let now = Instant::now();
+        let leases = restored.len();
+        for r in restored {
+            let expires = now + Duration::from_millis(r.lease_ms);
+            let holder =
+                Holder { lease: r.lease, client_id: r.client_id, token: r.token, lease_ms: r.lease_ms, expires };
+            inner.shard(&r.name).restore(r.name, holder, base);
+            inner.counts().try_add(usize::MAX);
+        }
+        if leases > 0 {
+            tracing::info!(leases, base, "lock service restarted: restored held leases");
+        }
+        Ok(EmbeddedLocks { inner: Arc::new(inner) })
+    }
+
+    /// Leases held now (expired ones included until settled).
+    pub fn held(&self) -> usize {
+        self.inner.held.load(Ordering::Acquire)
+    }
+}
+
+impl LockService for EmbeddedLocks {
+    fn acquire(&self, req: ValidAcquire) -> BoxFuture<'_, Result<Acquired, LockError>> {
+        Box::pin(self.acquire_inner(req))
+    }
+    fn renew(&self, lease: LeaseRef) -> BoxFuture<'_, Result<Renewed, LockError>> {
+        Box::pin(std::future::ready(self.renew_inner(lease)))
+    }
+    fn release(&self, lease: LeaseRef) -> BoxFuture<'_, Result<Released, LockError>> {
+        Box::pin(self.release_inner(lease))
+    }
+    fn status(&self, resource_id: String) -> BoxFuture<'_, Result<Status, LockError>> {
+        Box::pin(std::future::ready(self.status_inner(resource_id)))
+    }
+    fn backend(&self) -> &'static str {
+        "embedded"
+    }
+}

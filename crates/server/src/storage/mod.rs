@@ -1,0 +1,188 @@
+//! The fenced storage engine.
+//!
+//! A *resource* is a bucket-like id (`storage:customer-orders-bucket`) holding
+//! objects by `file_path` and exactly one [`Fence`]. A write reads the fence,
+//! asks the [`Guard`], and on admission applies the
+//! mutation and persists the new fence in the same transaction.
+//!
+//! Invariants every [`Engine`] upholds:
+//! - nothing interleaves between the fence check and the write for one resource;
+//! - a rejected (or failed) write changes nothing;
+//! - an acknowledged write and its fence are durable (fsynced) before the ack;
+//! - a resource's high-water mark never goes backwards.
+
+mod group;
+mod pg_extension;
+mod postgres;
+mod read_cache;
+mod redb;
+mod redb_committer;
+mod redb_lifecycle;
+mod redb_schema;
+mod service;
+mod telemetry;
+mod validate;
+mod wal;
+
+pub use self::postgres::{POOL_SIZE as POSTGRES_POOL_SIZE, PgGuard, PostgresEngine};
+pub use self::redb::{RedbEngine, StoreOptions};
+pub use self::redb_lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
+pub use service::StorageService;
+pub use telemetry::{FlapConfig, StorageMetrics};
+pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
+pub use validate::{ValidWrite, validate_file_path, validate_lock_id, validate_resource_id};
+
+use fencing_runtime::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer};
+use futures::future::BoxFuture;
+
+pub use fencing_api::wire::storage::Mutation;
+
+/// One fenced write as a client asked for it. [`WriteRequest::validate`]
+/// (`validate.rs`) turns it into the [`ValidWrite`] an [`Engine`] takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRequest {
+    pub resource_id: String,
+    /// The lock the token belongs to (defaults to the resource id at the API).
+    pub lock_id: String,
+    pub token: u64,
+    pub sequence: Option<u64>,
+    pub file_path: String,
+    pub mutation: Mutation,
+    pub bytes: Vec<u8>,
+}
+
+/// The result of a write the engine could decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Applied and durable; the fence now holds `high_water`/`sequence`.
+    Admitted { high_water: u64, sequence: Option<u64>, new_term: bool },
+    /// Refused by the guard; `fence` is the unchanged fence (evidence).
+    Rejected { rejection: Rejection, fence: Option<Fence> },
+    /// The guard could not decide; the write was refused (fail closed).
+    GuardFailed { failure: GuardFailure, fence: Option<Fence> },
+    /// The token is more than `max_advance` above the fence's high-water mark
+    /// (`--max-token-advance`); refused before the guard was asked.
+    TooFarAhead { max_advance: u64, fence: Fence },
+}
+
+/// An object and the fence of its resource at the time of the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// `None` when the object does not exist. Shared with concurrent readers
+    /// of the same object where the engine can (`read_cache.rs`).
+    pub bytes: Option<bytes::Bytes>,
+    pub fence: Option<Fence>,
+}
+
+/// Why an engine call failed (not a fence rejection: those are [`WriteOutcome`]s).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// A name is empty, too long, or contains forbidden characters.
+    #[error("{field}: {message}")]
+    InvalidField { field: &'static str, message: String },
+    /// The object would exceed the size limit; nothing was changed.
+    #[error("object would be {size} bytes, over the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    /// The backing store failed; the write may not have been applied and was not acknowledged.
+    #[error("store failure: {0}")]
+    Backend(String),
+    /// The engine is shutting down.
+    #[error("storage engine is closed")]
+    Closed,
+    /// The disk (or the database's disk) is full, or the store's quota is
+    /// reached; nothing of the write was applied. Writes succeed again once
+    /// space is freed, without a restart.
+    #[error("no space for the write: {0}")]
+    NoSpace(String),
+    /// The write would take the store's objects past `--max-store-bytes`;
+    /// nothing was applied. DELETEs are always decided.
+    #[error("the store holds {used} bytes of objects; this write would pass its quota of {quota} bytes")]
+    QuotaExceeded { used: u64, quota: u64 },
+    /// The store is reopening after a failed write and cannot answer for a
+    /// moment; nothing was changed.
+    #[error("storage is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl StorageError {
+    pub(crate) fn backend(e: impl std::fmt::Display) -> StorageError {
+        StorageError::Backend(e.to_string())
+    }
+
+    /// An I/O failure: [`StorageError::NoSpace`] when the disk or a quota is
+    /// full (`ENOSPC`, `EDQUOT`), [`StorageError::Backend`] otherwise.
+    pub(crate) fn io(context: &str, e: &std::io::Error) -> StorageError {
+        if is_out_of_space(e) {
+            StorageError::NoSpace(format!("{context}: {e}"))
+        } else {
+            StorageError::Backend(format!("{context}: {e}"))
+        }
+    }
+}
+
+/// Whether an I/O error means the disk (`ENOSPC`) or the user's quota (`EDQUOT`) is full.
+pub(crate) fn is_out_of_space(e: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    e.raw_os_error().is_some_and(|code| code == Errno::ENOSPC as i32 || code == Errno::EDQUOT as i32)
+}
+
+/// A fenced store. Implementations decide every write with the guard they were built with.
+pub trait Engine: Send + Sync {
+    /// A short name for logs and metrics (`redb`, `postgres`).
+    fn name(&self) -> &'static str;
+
+    /// Decides and (on admission) applies one write; returns after it is durable.
+    fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>>;
+
+    /// Reads one object and the resource's fence.
+    fn read<'a>(&'a self, resource_id: &'a str, file_path: &'a str) -> BoxFuture<'a, Result<ReadResult, StorageError>>;
+
+    /// The bytes of all objects, where the engine keeps count.
+    fn stored_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// The resource's fence (`None`: no write was ever admitted).
+    fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
+
+    /// An operator's reset: replaces the resource's fence with `to` (`None`
+    /// removes it, so the next write is a first write), serialized with the
+    /// resource's writes, durable before it returns. Returns the fence it
+    /// replaced. `reason` is for engines that keep their own record of resets.
+    fn reset_fence<'a>(
+        &'a self,
+        resource_id: &'a str,
+        to: Option<Fence>,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
+}
+
+/// Asks `guard` about `req` against the resource's `current` fence: the
+/// admission, or the refusal to report (a token more than `max_advance` above
+/// the high-water mark, a rejection or a guard failure, with `current` as
+/// evidence), after which the engine must change nothing.
+pub(crate) fn decide(
+    guard: &dyn Guard,
+    policy: Policy,
+    max_advance: u64,
+    current: Option<Fence>,
+    req: &WriteRequest,
+) -> Result<Admission, WriteOutcome> {
+    if let Some(fence) = &current
+        && req.token > fence.high_water.saturating_add(max_advance)
+    {
+        return Err(WriteOutcome::TooFarAhead { max_advance, fence: fence.clone() });
+    }
+    let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
+    match guard.admit(current.as_ref(), &presented, policy) {
+        Err(failure) => Err(WriteOutcome::GuardFailed { failure, fence: current }),
+        Ok(Err(rejection)) => Err(WriteOutcome::Rejected { rejection, fence: current }),
+        Ok(Ok(admission)) => Ok(admission),
+    }
+}
+
+impl From<Admission> for WriteOutcome {
+    fn from(a: Admission) -> WriteOutcome {
+        WriteOutcome::Admitted { high_water: a.high_water, sequence: a.sequence, new_term: a.new_term }
+    }
+}

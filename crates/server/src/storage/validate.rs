@@ -1,0 +1,112 @@
+//! Name and size validation for resources, locks and object paths, and the
+//! one place a write becomes a [`ValidWrite`].
+//!
+//! Invariant: a name that passes is non-empty, within its byte limit, valid
+//! UTF-8 without control characters, and (for paths) has no `.`/`..` segment,
+//! so no stored key can be confused with another or escape its resource.
+
+use super::{StorageError, WriteRequest};
+
+/// Longest resource id, in bytes.
+pub const MAX_RESOURCE_ID_BYTES: usize = 256;
+/// Longest lock id, in bytes.
+pub const MAX_LOCK_ID_BYTES: usize = 256;
+/// Longest object path, in bytes.
+pub const MAX_FILE_PATH_BYTES: usize = 1024;
+/// Largest object (after an `APPEND`), in bytes.
+pub const MAX_OBJECT_BYTES: usize = 64 << 20;
+
+impl WriteRequest {
+    /// Checks names and sizes once; the error names the offending field
+    /// (`resource_id`, `lock_id`, `file_path`).
+    pub fn validate(self) -> Result<ValidWrite, StorageError> {
+        validate_resource_id(&self.resource_id)?;
+        validate_lock_id(&self.lock_id)?;
+        validate_file_path(&self.file_path)?;
+        if self.bytes.len() > MAX_OBJECT_BYTES {
+            return Err(StorageError::TooLarge { size: self.bytes.len(), limit: MAX_OBJECT_BYTES });
+        }
+        Ok(ValidWrite(self))
+    }
+}
+
+/// A [`WriteRequest`] whose names and sizes passed [`WriteRequest::validate`]:
+/// the only form an [`Engine`](super::Engine) accepts, so no engine validates a write again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidWrite(WriteRequest);
+
+impl std::ops::Deref for ValidWrite {
+    type Target = WriteRequest;
+
+    fn deref(&self) -> &WriteRequest {
+        &self.0
+    }
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> StorageError {
+    StorageError::InvalidField { field, message: message.into() }
+}
+
+fn check_name(field: &'static str, value: &str, limit: usize) -> Result<(), StorageError> {
+    match fencing_api::wire::names::name_problem(value, limit) {
+        Some(problem) => Err(invalid(field, problem)),
+        None => Ok(()),
+    }
+}
+
+/// A resource id: 1..=256 bytes, no control characters, no surrounding whitespace.
+pub fn validate_resource_id(value: &str) -> Result<(), StorageError> {
+    check_name("resource_id", value, MAX_RESOURCE_ID_BYTES)
+}
+
+/// A lock id: the same rules as a resource id.
+pub fn validate_lock_id(value: &str) -> Result<(), StorageError> {
+    check_name("lock_id", value, MAX_LOCK_ID_BYTES)
+}
+
+/// An object path: 1..=1024 bytes, no control characters (NUL included), no
+/// backslash, no empty, `.` or `..` segment except a single leading `/`.
+pub fn validate_file_path(value: &str) -> Result<(), StorageError> {
+    const FIELD: &str = "file_path";
+    check_name(FIELD, value, MAX_FILE_PATH_BYTES)?;
+    if value.contains('\\') {
+        return Err(invalid(FIELD, "must not contain a backslash"));
+    }
+    let rel = value.strip_prefix('/').unwrap_or(value);
+    for segment in rel.split('/') {
+        match segment {
+            "" => return Err(invalid(FIELD, "must not contain an empty segment (`//` or a trailing `/`)")),
+            "." | ".." => return Err(invalid(FIELD, "must not contain `.` or `..` segments")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_write_apis_names() {
+        validate_resource_id("storage:customer-orders-bucket").unwrap();
+        validate_file_path("/uploads/orders-2026-05.csv").unwrap();
+        validate_file_path("relative/name.txt").unwrap();
+    }
+
+    #[test]
+    fn rejects_bad_paths() {
+        for bad in ["", "/", "a//b", "/a/../b", "..", "./x", "a\0b", "a\\b", "a/", " a", "a\nb"] {
+            assert!(validate_file_path(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert!(validate_file_path(&"x".repeat(MAX_FILE_PATH_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_ids() {
+        assert!(validate_resource_id("").is_err());
+        assert!(validate_resource_id(&"r".repeat(MAX_RESOURCE_ID_BYTES + 1)).is_err());
+        assert!(validate_lock_id("l\u{7f}").is_err());
+        validate_lock_id(&"l".repeat(MAX_LOCK_ID_BYTES)).unwrap();
+    }
+}

@@ -1,0 +1,116 @@
+//! A throwaway PostgreSQL 15 on 127.0.0.1 for tests.
+//!
+//! Binaries come from `$FENCING_PG_BIN` or `/usr/lib/postgresql/15/bin`.
+//! PostgreSQL refuses to run as root, so when the test runs as root the
+//! cluster directory is handed to the `postgres` user (or `$FENCING_PG_USER`)
+//! and `initdb`/`postgres` run through `runuser`. The server listens only on
+//! 127.0.0.1 on a free port, with its socket in the temp dir, and is stopped
+//! (SIGTERM, then SIGKILL) on drop.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Postgres {
+    child: Child,
+    dir: tempfile::TempDir,
+    run_as: Option<String>,
+    port: u16,
+    pub url: String,
+}
+
+fn bin(name: &str) -> PathBuf {
+    let dir = std::env::var("FENCING_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    let path = PathBuf::from(dir).join(name);
+    assert!(path.exists(), "{} not found: install postgresql-15 or set FENCING_PG_BIN", path.display());
+    path
+}
+
+fn command(run_as: &Option<String>, program: PathBuf) -> Command {
+    match run_as {
+        Some(user) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", user, "--"]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+impl Postgres {
+    pub async fn start() -> Postgres {
+        let uid = Command::new("id").arg("-u").output().expect("run id -u");
+        let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
+        let run_as = root.then(|| std::env::var("FENCING_PG_USER").unwrap_or_else(|_| "postgres".into()));
+        let dir = tempfile::Builder::new().prefix("fencing-pg-").tempdir().unwrap();
+        let data = dir.path().join("data");
+        if let Some(user) = &run_as {
+            let status = Command::new("chown").args([user.as_str()]).arg(dir.path()).status().unwrap();
+            assert!(status.success(), "chown {user} {}", dir.path().display());
+        }
+        let out = command(&run_as, bin("initdb"))
+            .args(["-A", "trust", "-U", "fencing", "-E", "UTF8", "--no-locale", "-D"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        let port = crate::free_port();
+        let url = format!("host=127.0.0.1 port={port} user=fencing dbname=postgres");
+        let child = spawn(&run_as, dir.path(), port);
+        let pg = Postgres { child, dir, run_as, port, url };
+        pg.wait_ready().await;
+        pg
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "postgres did not start on port {}", self.port);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Crashes the server (SIGQUIT to the postmaster: every backend is killed,
+    /// nothing is checkpointed) and starts it again on the same data and port,
+    /// so it runs crash recovery.
+    pub async fn crash_and_restart(&mut self) {
+        let pidfile = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid")).unwrap();
+        let pid: i32 = pidfile.lines().next().unwrap().trim().parse().unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGQUIT).unwrap();
+        self.child.wait().unwrap();
+        self.child = spawn(&self.run_as, self.dir.path(), self.port);
+        self.wait_ready().await;
+    }
+}
+
+fn spawn(run_as: &Option<String>, dir: &std::path::Path, port: u16) -> Child {
+    command(run_as, bin("postgres"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // `runuser` forwards SIGTERM to postgres (smart shutdown); SIGKILL if it lingers.
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,193 @@
+//! The protected-table triggers' decision: `fencing_check_row` decides one
+//! row against its resource's mark, and `fencing_pending` hands the admitted
+//! fence to the trigger's body, which writes the fence row.
+//!
+//! `fencing_check_row(table, resource, lock, token, sequence, policy,
+//! fence_lock, fence_high_water, fence_sequence, fence_carrier, carried,
+//! row_token)` is the trigger's `WHEN`. `lock`, `token` and `sequence` are
+//! what the row itself presents (NULL: the connection's `fencing_present`
+//! values, the lock defaulting to the resource); the `fence_*` arguments are
+//! the resource's fence row (all NULL without one); `carried` is the token
+//! this table's row held before the write and `row_token` the token it holds
+//! after, when the table keeps its fences in its rows (`fence_in_row.rs`). A
+//! refusal fails the statement; an admission answers a [`FenceRowWrite`].
+
+use crate::args::{borrowed, fail, int, policy, to_i64, unsigned};
+use crate::fence_in_row;
+use crate::guard::or_embedded;
+use crate::session::{FenceRowWrite, Pending, Presented, Session};
+use fencing_runtime::{Admission, Fence, Rejection, Sequencer};
+use rusqlite::Result;
+use rusqlite::functions::Context;
+use rusqlite::types::Value;
+
+/// `fencing_check_row(..)`: decides the row; the [`FenceRowWrite`] it leaves, as SQL sees it.
+pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
+    let table = borrowed(ctx, 0, "table")?.unwrap_or_default();
+    let resource = borrowed(ctx, 1, "resource")?
+        .ok_or_else(|| fail(format!("fencing: a row of {table} has a NULL resource; protected rows need one")))?;
+    let (session, plugin) = {
+        let state = s.lock();
+        (state.presented.clone(), state.plugin.clone())
+    };
+    let row = RowCheck { ctx, table, resource };
+    let presented = row.presented(&session)?;
+    let fence = FenceArgs::read(ctx)?;
+    let current = row.current_mark(&fence)?;
+    let decision = or_embedded(plugin)
+        .map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?
+        .decide(current.as_ref(), &presented, policy(borrowed(ctx, 5, "policy")?)?)
+        .map_err(|why| {
+            fail(format!(
+                "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
+                row.at(&presented.lock)
+            ))
+        })?;
+    match decision {
+        Ok(admission) => {
+            let write = row.fence_row_write(&presented, &admission, &fence, int(ctx, 11, "row token")?)?;
+            s.lock().pending = (write != FenceRowWrite::Kept).then(|| Pending {
+                resource: resource.to_string(),
+                lock: presented.lock,
+                high_water: admission.high_water,
+                sequence: admission.sequence,
+                write,
+            });
+            Ok(write.sql())
+        }
+        Err(rejection) => Err(row.refusal(&rejection, &presented, current.as_ref())),
+    }
+}
+
+/// The row being decided: its table and resource.
+struct RowCheck<'a> {
+    ctx: &'a Context<'a>,
+    table: &'a str,
+    resource: &'a str,
+}
+
+/// The resource's fence row as the trigger read it (all `None` without one).
+struct FenceArgs<'a> {
+    lock: Option<&'a str>,
+    high_water: Option<u64>,
+    sequence: Option<u64>,
+    carrier: Option<&'a str>,
+}
+
+impl<'a> FenceArgs<'a> {
+    fn read(ctx: &'a Context<'_>) -> Result<FenceArgs<'a>> {
+        Ok(FenceArgs {
+            lock: borrowed(ctx, 6, "fence lock")?,
+            high_water: unsigned(ctx, 7, "fence high_water")?,
+            sequence: unsigned(ctx, 8, "fence sequence")?,
+            carrier: borrowed(ctx, 9, "fence carrier")?,
+        })
+    }
+}
+
+impl RowCheck<'_> {
+    /// Where a refusal happened; built only when there is one (this runs for every protected row).
+    fn at(&self, lock: &str) -> String {
+        format!("table {}, resource {:?}, lock {lock:?}", self.table, self.resource)
+    }
+
+    /// What the write presents: the row's lock, token and sequence, else the connection's.
+    fn presented(&self, session: &Presented) -> Result<Sequencer> {
+        let lock = match &session.lock {
+            Some(l) => l.clone(),
+            None => borrowed(self.ctx, 2, "lock")?.unwrap_or(self.resource).to_string(),
+        };
+        let token = match int(self.ctx, 3, "token")? {
+            Some(t) if t < 0 => {
+                return Err(fail(format!("fencing: invalid_token: {}: token {t} is negative", self.at(&lock))));
+            }
+            Some(t) => t as u64,
+            None => session.token.ok_or_else(|| {
+                fail(format!(
+                    "fencing: missing_token: {}: the write presents no token (set the token column, or call fencing_present(token) first)",
+                    self.at(&lock)
+                ))
+            })?,
+        };
+        let sequence = unsigned(self.ctx, 4, "sequence")?.or(session.sequence);
+        Ok(Sequencer { lock, token, sequence })
+    }
+
+    /// The resource's mark: its fence row, raised by the token a carrier row holds.
+    fn current_mark(&self, fence: &FenceArgs<'_>) -> Result<Option<Fence>> {
+        let Some(fence_lock) = fence.lock else { return Ok(None) };
+        let carried = match fence.carrier {
+            None => None,
+            Some(c) if c == self.table => {
+                fence_in_row::carried_value(self.table, self.resource, int(self.ctx, 10, "carried token")?)?
+            }
+            Some(c) => {
+                // SAFETY: the connection running this trigger; the read finishes before returning.
+                let db = unsafe { self.ctx.get_connection()? };
+                fence_in_row::read_carried(&db, c, self.resource)?
+            }
+        };
+        Ok(Some(fence_in_row::mark(fence_lock, fence.high_water.unwrap_or(0), fence.sequence, carried)))
+    }
+
+    /// What the admission leaves for the fence row: nothing when the written
+    /// row carries the new mark (it holds the admitted token, no sequence is
+    /// involved) and the fence row already names this table as carrier.
+    fn fence_row_write(
+        &self,
+        presented: &Sequencer,
+        admission: &Admission,
+        fence: &FenceArgs<'_>,
+        row_token: Option<i64>,
+    ) -> Result<FenceRowWrite> {
+        let carries = row_token == Some(to_i64(presented.token, "token")?) && admission.sequence.is_none();
+        let kept = carries
+            && fence.carrier == Some(self.table)
+            && fence.lock == Some(presented.lock.as_str())
+            && fence.sequence.is_none();
+        Ok(match (kept, carries) {
+            (true, _) => FenceRowWrite::Kept,
+            (false, true) => FenceRowWrite::NamingCarrier,
+            (false, false) => FenceRowWrite::Plain,
+        })
+    }
+
+    /// The refusal that fails the statement: its reason, where, what was
+    /// presented and the fence it was decided against.
+    fn refusal(&self, rejection: &Rejection, presented: &Sequencer, current: Option<&Fence>) -> rusqlite::Error {
+        let shown = |seq: Option<u64>| seq.map_or_else(String::new, |v| format!(" sequence {v}"));
+        let fence = match current {
+            None => "no fence".to_string(),
+            Some(f) => format!("high_water {}{} (bound to lock {:?})", f.high_water, shown(f.sequence), f.lock),
+        };
+        fail(format!(
+            "fencing: {}: {}: presented token {}{}, {fence}",
+            rejection.reason(),
+            self.at(&presented.lock),
+            presented.token,
+            shown(presented.sequence)
+        ))
+    }
+}
+
+/// `fencing_pending(resource, field)`: the fence the check just admitted for
+/// `resource`, for the trigger's body to write: `'lock'`, `'high_water'`,
+/// `'sequence'`, or `'carrier'` (the [`FenceRowWrite`]: 1 when the body names
+/// no carrier, 2 when it names the table). A body for another resource than
+/// the check's fails closed.
+pub fn pending(ctx: &Context<'_>, s: &Session) -> Result<Value> {
+    let resource = borrowed(ctx, 0, "resource")?.unwrap_or_default();
+    let state = s.lock();
+    let Some(p) = state.pending.as_ref().filter(|p| p.resource == resource) else {
+        return Err(fail(format!(
+            "fencing: guard_failure: resource {resource:?}: no admission is pending; nothing was written"
+        )));
+    };
+    Ok(match borrowed(ctx, 1, "field")? {
+        Some("lock") => Value::Text(p.lock.clone()),
+        Some("high_water") => Value::Integer(to_i64(p.high_water, "high_water")?),
+        Some("sequence") => p.sequence.map(|v| to_i64(v, "sequence")).transpose()?.map_or(Value::Null, Value::Integer),
+        Some("carrier") => Value::Integer(p.write.sql()),
+        other => return Err(fail(format!("fencing_pending: unknown field {other:?}"))),
+    })
+}

@@ -9,18 +9,15 @@
 //! hand-off, and a grant costs one wake-up for its whole batch: on a
 //! virtual machine, waking threads measured costlier than the sync.
 //!
-//! Invariants:
+//! Why none of what a crash or a power loss can lose lets two holders
+//! overlap is argued once, in `docs/design.md` ("Mutual exclusion across a
+//! restart"); this module keeps the invariants that argument relies on:
 //! - a grant is acknowledged only after it is written and a `fdatasync`
-//!   that started after its write has returned;
+//!   that started after its write has returned, or, with background grants,
+//!   once it is written and its lease is within the synced `BOUND` (below);
 //! - a release is acknowledged once it is written to the file, ahead of its
-//!   sync (the next grant's, or the syncer's within [`IDLE_SYNC`]): the
-//!   kernel holds it for a process that is killed, and only a machine that
-//!   stops before the sync loses it. A lost release leaves its lease held,
-//!   by a holder that gave it up, until one duration after the restart:
-//!   never a second holder, because every later grant of the lock follows
-//!   the release in the file and is acknowledged only once synced, with the
-//!   release, or (a background grant) is lost with it at most and waited
-//!   out by the bound (below);
+//!   sync (the next grant's, or the syncer's within [`IDLE_SYNC`]), and every
+//!   later grant of the lock follows it in the file;
 //! - a renewal is written at once but nobody waits for it (a restored lease
 //!   is re-armed with its full duration, which outlasts every renewal, so a
 //!   lost renewal is harmless);
@@ -49,14 +46,10 @@
 //!   batch overwrites allocated blocks; replay stops at a zero length.
 //!
 //! Background grants ([`JournalOptions::background_grants`]) are answered
-//! once written, like releases, so a grant costs no sync wait. What that
-//! risks is the machine stopping before the sync: every grant it loses had a
-//! lease of at most the last `BOUND` in the file, and a file that was last
-//! written under another boot of the machine and not closed cleanly makes
-//! the service wait that long before granting a lock the file does not hold
-//! ([`Opened::grace_ms`]). Process crashes and clean restarts, on the same
-//! boot, lose nothing and wait for nothing. The bound follows the leases
-//! actually answered ahead, not the longest ever granted:
+//! once written, like releases. The file carries a `BOUND`, the longest
+//! lease answered ahead of its sync, and a file last written under another
+//! boot of the machine and not closed cleanly makes the service wait that
+//! long before granting a lock the file does not hold ([`Opened::grace_ms`]):
 //! - a grant with a longer lease than the synced bound writes a new `BOUND`
 //!   and waits for its sync like an each-grant grant, so a raised bound is
 //!   durable before any grant relies on it;

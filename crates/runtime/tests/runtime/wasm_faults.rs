@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[path = "../../../tests/plugins/misbehaving/for_tests.rs"]
+#[path = "../../../../tests/plugins/misbehaving/for_tests.rs"]
 mod misbehaving_plugin;
 use misbehaving_plugin::misbehaving;
 

@@ -6,7 +6,7 @@ use fencing_runtime::{Guard, Plugin, PluginError, Policy, Sequencer, WasmGuard, 
 use std::path::{Path, PathBuf};
 
 /// A component exporting `fencing:guard/check@0.2.0`, a breaking version for 0.1 hosts.
-const V020: &str = include_str!("../../../tests/plugins/check-0.2.0.wat");
+const V020: &str = include_str!("../../../../tests/plugins/check-0.2.0.wat");
 
 /// A component with the right export that imports a capability.
 const IMPORTS: &str = r#"(component

@@ -225,7 +225,7 @@ async function main() {
     }
   } else {
     try {
-      const mod = await import(pathToFileURL(join(root, 'host', 'node', 'index.js')).href);
+      const mod = await import(pathToFileURL(join(root, 'packages', 'node', 'index.js')).href);
       guard = packageGuard(new mod.Guard());
     } catch (e) {
       console.error(`error: cannot load @fencing/guard (npm install && npm run build in packages/node): ${e.message}`);

@@ -14,8 +14,8 @@ pub mod conn;
 pub mod gate;
 pub mod locks;
 pub mod openapi;
-pub mod query;
-pub mod spool;
+mod query;
+mod spool;
 pub mod storage;
 
 pub use conn::{ConnLimits, ConnMetrics};

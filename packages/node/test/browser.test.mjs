@@ -33,7 +33,7 @@ test('works in headless Chromium', { skip: process.env.FENCING_SKIP_BROWSER === 
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));
       child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', (e) => fail(new Error(`cannot run ${chromium}: ${e.message} (scripts/setup installs chromium)`)));
+      child.on('error', (e) => fail(new Error(`cannot run ${chromium}: ${e.message} (scripts/setup --all installs chromium)`)));
       child.on('close', (code) => (code === 0 ? ok(stdout) : fail(new Error(`${chromium} exited ${code}: ${stderr.slice(-2000)}`))));
     });
     const result = /<pre id="out">([^<]*)<\/pre>/.exec(dom)?.[1];

@@ -199,7 +199,7 @@ pub fn pg_bin(name: &str) -> PathBuf {
 pub fn init_postgres(dir: &Path, user: &str) -> anyhow::Result<PathBuf> {
     let initdb = pg_bin("initdb");
     if !initdb.exists() {
-        bail!("{} not found: install PostgreSQL 15 (scripts/setup) or set FENCING_PG_BIN", initdb.display());
+        bail!("{} not found: install PostgreSQL 15 (scripts/setup --all) or set FENCING_PG_BIN", initdb.display());
     }
     std::fs::create_dir_all(dir)?;
     let status = Command::new("chown").arg(user).arg(dir).status().context("run chown")?;

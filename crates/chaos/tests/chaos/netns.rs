@@ -3,7 +3,7 @@
 //! names (both directions) and a heal restores them, a 3-member etcd cluster
 //! runs across the namespaces and elects a new leader when its leader is cut
 //! off, and dropping the net leaves no namespace and no process behind.
-//! Needs root, iproute2, nftables and etcd (scripts/setup).
+//! Needs root, iproute2, nftables and etcd (scripts/setup --all).
 
 use fencing_chaos::netns::Net;
 use std::process::{Child, Command, Stdio};

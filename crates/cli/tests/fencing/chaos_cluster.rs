@@ -4,7 +4,7 @@
 //! writes land and the checker reports them; a campaign interrupted halfway
 //! leaves no namespace and no process behind. (The fenced run, 0 violations,
 //! is `scripts/test`'s.) Needs root, iproute2, nftables, etcd and PostgreSQL 15
-//! (scripts/setup).
+//! (scripts/setup --all).
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

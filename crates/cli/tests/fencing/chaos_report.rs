@@ -35,7 +35,7 @@ fn load(page: &Path, query: &str) -> Loaded {
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom"])
         .arg(format!("file://{}{query}", page.display()))
         .output()
-        .unwrap_or_else(|e| panic!("run {browser} (scripts/setup installs it): {e}"));
+        .unwrap_or_else(|e| panic!("run {browser} (scripts/setup --all installs it): {e}"));
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         dom.contains("data-ready=\"1\""),

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 /// A JSON body, decoded: 413 `body_too_large` over the limit, 408
 /// `body_timeout` when it stalls, 400 `malformed_json` or `invalid_field`
 /// (naming the field) when it does not decode. The body is received as
-/// [`spool::receive`] does; a spooled one's permit ends with the decoding.
+/// `spool.rs` receives it; a spooled one's permit ends with the decoding.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for ApiJson<T> {

@@ -1,5 +1,5 @@
 //! Builds the misbehaving plugin for a test binary (included by `#[path]`
-//! from the runtime's and the server's tests). Cargo rebuilds it only when the
+//! from the runtime's and the PostgreSQL extension's tests). Cargo rebuilds it only when the
 //! plugin or the guest files it includes changed.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,11 @@ use std::sync::OnceLock;
 pub fn misbehaving() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("workspace root").to_path_buf();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .find(|dir| dir.join("wit/guard.wit").exists())
+            .expect("the repository root, which holds wit/guard.wit")
+            .to_path_buf();
         let target = root.join("target/test-plugins");
         let wasm = target.join("wasm32-wasip2/release/fencing_misbehaving.wasm");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

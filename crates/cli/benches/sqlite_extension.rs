@@ -52,10 +52,10 @@ fn open(dir: &std::path::Path, sync: &str) -> Connection {
                 db.execute(&format!("INSERT INTO {table}_{shape} VALUES (?1, 'x', 0)"), [format!("doc-{i}")]).unwrap();
             }
         }
-        let carries: String = db
+        let protected: String = db
             .query_row(&format!("SELECT fencing_protect('fenced_{shape}', 'id', 'token')"), [], |r| r.get(0))
             .unwrap();
-        assert_eq!(carries.ends_with("carried by the rows"), shape == "keyed", "{carries}");
+        assert_eq!(protected.ends_with("in the rows (fence in row)"), shape == "keyed", "{protected}");
     }
     db
 }

@@ -1,39 +1,44 @@
-// What one call through the package costs, admitted and refused, beside the
-// same call on the core-ABI host (tests/node/core_abi.mjs). Prints medians of
-// 9 rounds of 20,000 calls each, in µs per call.
+// What a call through the package costs on this machine: one decision
+// admitted and refused, and per element of a batch and a stream of 1,024
+// (the inputs of the Rust runtime's `check` benchmark: a mostly advancing
+// mix with some stale writes). Prints the median of 9 rounds, each the mean
+// over enough calls to run at least 50 ms.
 //
 // Usage: node bench.mjs   (after npm run build)
-import { readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Guard } from './index.js';
-import { CoreGuard } from '../../tests/node/core_abi.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const wasm = process.env.FENCING_GUARD_WASM ?? resolve(here, '..', '..', 'target', 'wasm32-wasip2', 'release', 'fencing_rules.wasm');
-const N = 20_000;
 const ROUNDS = 9;
 
-function median(f) {
-  for (let i = 0; i < N; i++) f(); // warm up
+function median(f, elements = 1) {
+  let n = 1;
+  for (let start = performance.now(); performance.now() - start < 50; n *= 2) for (let i = 0; i < n; i++) f(); // warm up, size
   const times = [];
   for (let r = 0; r < ROUNDS; r++) {
     const start = process.hrtime.bigint();
-    for (let i = 0; i < N; i++) f();
-    times.push(Number(process.hrtime.bigint() - start) / N / 1000);
+    for (let i = 0; i < n; i++) f();
+    times.push(Number(process.hrtime.bigint() - start) / n / elements);
   }
   return times.sort((a, b) => a - b)[ROUNDS >> 1];
 }
 
 const guard = new Guard();
-const core = new CoreGuard(readFileSync(wasm));
 const fence = { lock: 'orders', highWater: 34n };
-const fenceCore = { lock: 'orders', high_water: 34n };
+const LOCK = 'storage:customer-orders-bucket';
+const batchFence = { lock: LOCK, highWater: 1000n, sequence: 7n };
+const writes = Array.from({ length: 1024 }, (_, i) => ({
+  token: 1000n + BigInt(i >> 2) - (i % 16 === 5 ? 3n : 0n),
+  sequence: BigInt(i),
+}));
+const tokens = BigUint64Array.from({ length: 1024 }, (_, i) => 1000n + BigInt(i >> 1) - (i % 16 === 5 ? 3n : 0n));
+const tokenArray = Array.from(tokens);
 const rows = [
-  ['package (jco), admitted', () => guard.admit(fence, { lock: 'orders', token: 35n })],
-  ['package (jco), refused', () => guard.admit(fence, { lock: 'orders', token: 33n })],
-  ['core ABI by hand, admitted', () => core.admit(fenceCore, { lock: 'orders', token: 35n }, 'non_decreasing')],
-  ['core ABI by hand, refused', () => core.admit(fenceCore, { lock: 'orders', token: 33n }, 'non_decreasing')],
+  ['admit, admitted', 'µs/call', 1e3, () => guard.admit(fence, { lock: 'orders', token: 35n })],
+  ['admit, refused', 'µs/call', 1e3, () => guard.admit(fence, { lock: 'orders', token: 33n })],
+  ['admitBatch, 1,024 writes', 'ns/write', 1, () => guard.admitBatch(batchFence, LOCK, writes), 1024],
+  ['admitStream, 1,024 (BigUint64Array)', 'ns/token', 1, () => guard.admitStream(999n, tokens), 1024],
+  ['admitStream, 1,024 (Array)', 'ns/token', 1, () => guard.admitStream(999n, tokenArray), 1024],
 ];
-console.log(`node ${process.version}, median of ${ROUNDS} rounds x ${N} calls`);
-for (const [name, f] of rows) console.log(`${name.padEnd(28)} ${median(f).toFixed(2)} µs/call`);
+console.log(`node ${process.version}, median of ${ROUNDS} rounds`);
+for (const [name, unit, scale, f, elements] of rows) {
+  console.log(`${name.padEnd(38)} ${(median(f, elements) / scale).toFixed(scale === 1 ? 1 : 3)} ${unit}`);
+}

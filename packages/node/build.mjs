@@ -1,14 +1,16 @@
-// Builds the package's dist/: the fencing:guard component transpiled by jco
-// (the JavaScript glue and the core module beside it).
+// Builds the package's dist/: the core module of the fencing:guard component
+// (dist/fencing_guard.wasm), which index.js runs on the platform's own
+// WebAssembly. The component's bytes are checked to hold exactly one module
+// implementing the contract (core.js, `coreModuleBytes`).
 //
 // Usage: node build.mjs [FILE]
 //   FILE defaults to $FENCING_GUARD_WASM, else the repository's release build,
 //   target/wasm32-wasip2/release/fencing_rules.wasm (cargo build -p
 //   fencing-rules --target wasm32-wasip2 --release).
-import { spawnSync } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { coreModuleBytes } from './core.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..');
@@ -20,14 +22,14 @@ if (!existsSync(wasm)) {
   process.exit(2);
 }
 const out = join(here, 'dist');
-// A stale transpile of an older component must never ship.
+// A stale module of an older component must never ship.
 rmSync(out, { recursive: true, force: true });
-const jco = join(here, 'node_modules', '.bin', 'jco');
-const run = spawnSync(jco, ['transpile', wasm, '-o', out, '--name', 'fencing_rules', '--no-typescript', '--quiet'], {
-  stdio: 'inherit',
-});
-if (run.error) {
-  console.error(`build: cannot run ${jco}: ${run.error.message} (run npm install in packages/node)`);
+mkdirSync(out);
+let module;
+try {
+  module = coreModuleBytes(readFileSync(wasm));
+} catch (e) {
+  console.error(`build: ${wasm}: ${e.message}`);
   process.exit(2);
 }
-process.exit(run.status ?? 1);
+writeFileSync(join(out, 'fencing_guard.wasm'), module);

@@ -1,4 +1,4 @@
-/** Fencing-token admission checks: the fencing:guard@0.1.0 component, validated and typed. */
+/** Fencing-token admission checks: the fencing:guard@0.2.0 rules on the platform's WebAssembly, validated and typed. */
 
 /** 2^64 - 1, the largest token. */
 export declare const U64_MAX: bigint;
@@ -64,8 +64,12 @@ export interface StreamOutcome {
 }
 
 export declare class Guard {
-  /** `maxLocks`: lock names kept interned (at least 2, default 4096). */
-  constructor(options?: { maxLocks?: number });
+  /**
+   * `maxLocks`: lock names kept interned (at least 2, default 4096).
+   * `component`: the bytes of another fencing:guard@0.2 component to run
+   * instead of the shipped rules (Node only).
+   */
+  constructor(options?: { maxLocks?: number; component?: Uint8Array });
   /** Decides one write against the resource's fence (null: none yet). Never throws for a refusal. */
   admit(current: Fence | null | undefined, presented: Sequencer, policy?: Policy): Decision;
   /** Decides writes to one resource under one lock, in order. */

@@ -1,26 +1,39 @@
 // @fencing/guard: fencing-token admission checks for JavaScript.
 //
-// The rules are the fencing:guard@0.1.0 WebAssembly component (the same
-// .wasm every fencing host runs), transpiled by jco into dist/. This file is
-// the only code that calls it: it validates every value before it crosses
-// (jco's glue would silently wrap an out-of-range u64: -1n would become
-// 2^64-1 and be admitted), turns jco's thrown ComponentError for a rejection
-// into a returned value, and interns lock names.
+// The rules are the fencing:guard@0.2.0 WebAssembly component (the same
+// .wasm every fencing host runs). Its core module ships in dist/ and runs on
+// the platform's own WebAssembly; core.js lowers and lifts the canonical ABI
+// by hand (docs/core-abi.md). This file validates every value before it
+// crosses (an out-of-range u64 such as -1n would otherwise cross as the bit
+// pattern of 2^64-1 and be admitted), interns lock names, and turns the
+// module's verdict codes into answers with their evidence, which follows from
+// the inputs (wit/guard.wit, `admit-code` and `batch-outcome`).
 //
 // Values: tokens, sequences and high-water marks are BigInt in 0..2^64-1 (a
 // non-negative safe-integer Number is accepted and converted); answers always
 // carry BigInt. Reasons use the names of the HTTP API and the metrics
 // (`stale_token`, ...).
-import { check } from './dist/fencing_rules.js';
+import { Core, coreModuleBytes, i64 } from './core.js';
+
+/** The core module shipped in dist/, compiled once per process or page. */
+async function shippedModule() {
+  const url = new URL('./dist/fencing_guard.wasm', import.meta.url);
+  const node = typeof process === 'object' && process.versions != null && process.versions.node != null;
+  const bytes = node ? await (await import('node:fs/promises')).readFile(url) : await (await fetch(url)).arrayBuffer();
+  return WebAssembly.compile(bytes);
+}
+
+const SHIPPED = await shippedModule();
 
 export const U64_MAX = (1n << 64n) - 1n;
 
-const POLICIES = {
-  'non-decreasing': 'non-decreasing',
-  non_decreasing: 'non-decreasing',
-  'strictly-increasing': 'strictly-increasing',
-  strictly_increasing: 'strictly-increasing',
-};
+/** Policy spellings to the WIT `policy` case index. */
+const POLICIES = new Map([
+  ['non-decreasing', 0],
+  ['non_decreasing', 0],
+  ['strictly-increasing', 1],
+  ['strictly_increasing', 1],
+]);
 
 /** Byte N of a batch or stream verdict list is case N of the WIT `enum verdict-code`. */
 const CODES = ['admitted', 'admitted_new_term', 'invalid_token', 'wrong_lock', 'stale_token', 'token_reused', 'sequence_regressed'];
@@ -33,7 +46,8 @@ function u64(value, what) {
     return BigInt(value);
   }
   if (typeof value !== 'bigint') throw new TypeError(`${what} must be a BigInt (or a safe-integer Number), got ${typeof value}`);
-  if (value < 0n || value > U64_MAX) throw new RangeError(`${what} must be in 0..2^64-1, got ${value}`);
+  // One operation instead of two comparisons: only 0..2^64-1 survives unchanged.
+  if (BigInt.asUintN(64, value) !== value) throw new RangeError(`${what} must be in 0..2^64-1, got ${value}`);
   return value;
 }
 
@@ -48,16 +62,17 @@ function lockName(value, what) {
 }
 
 function policyOf(value) {
-  const p = POLICIES[value ?? 'non-decreasing'];
+  const p = POLICIES.get(value ?? 'non-decreasing');
   if (p === undefined) throw new RangeError(`policy must be non-decreasing or strictly-increasing, got ${value}`);
   return p;
 }
 
+/** A validated fence: {lock, highWater, sequence (BigInt or null)}, or null. */
 function fenceOf(value, what) {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'object') throw new TypeError(`${what} must be a fence object or null`);
   return {
-    lock: lockName(value.lock, `${what}.lock`),
+    lock: value.lock,
     highWater: u64(value.highWater, `${what}.highWater`),
     sequence: optionalU64(value.sequence, `${what}.sequence`),
   };
@@ -65,44 +80,86 @@ function fenceOf(value, what) {
 
 function code(byte) {
   const c = CODES[byte];
-  if (c === undefined) throw new Error(`the component returned unknown verdict code ${byte}`);
+  if (c === undefined) throw new Error(`the module returned unknown verdict code ${byte}`);
   return c;
 }
 
-function rejection(r) {
-  const reason = r.tag.replaceAll('-', '_');
-  if (reason === 'stale_token' || reason === 'token_reused') {
-    return { admitted: false, reason, presented: r.val.presented, highWater: r.val.highWater };
+const impossible = (c) => new Error(`the module returned ${c}, which these inputs cannot produce`);
+
+/**
+ * The answer verdict code `c` stands for when the write {token, sequence}
+ * was decided against `fence` ({highWater, sequence} or null). A code these
+ * numbers cannot produce is an error: the call fails closed.
+ */
+function answer(c, fence, token, sequence) {
+  if (c === 'invalid_token') {
+    if (token !== 0n) throw impossible(c);
+    return { admitted: false, reason: c };
   }
-  if (reason === 'sequence_regressed') {
-    return { admitted: false, reason, token: r.val.token, presented: r.val.presented ?? null, last: r.val.last };
+  if (token === 0n) throw impossible(c);
+  if (c === 'admitted_new_term') {
+    if (fence !== null && token <= fence.highWater) throw impossible(c);
+    return { admitted: true, highWater: token, sequence, newTerm: true };
   }
-  return { admitted: false, reason };
+  if (fence === null) throw impossible(c);
+  switch (c) {
+    case 'admitted':
+      if (token !== fence.highWater) throw impossible(c);
+      return { admitted: true, highWater: token, sequence, newTerm: false };
+    case 'wrong_lock':
+      return { admitted: false, reason: c };
+    case 'stale_token':
+      if (token >= fence.highWater) throw impossible(c);
+      return { admitted: false, reason: c, presented: token, highWater: fence.highWater };
+    case 'token_reused':
+      if (token !== fence.highWater) throw impossible(c);
+      return { admitted: false, reason: c, presented: token, highWater: fence.highWater };
+    default: // sequence_regressed
+      if (token !== fence.highWater || fence.sequence === null) throw impossible(c);
+      return { admitted: false, reason: c, token, presented: sequence, last: fence.sequence };
+  }
+}
+
+/** The flat `option<fence>` of a validated fence, with `rep` its lock's rep. */
+function flatFence(fence, rep) {
+  if (fence === null) return [0, 0, 0n, 0, 0n];
+  const s = fence.sequence;
+  return [1, rep, i64(fence.highWater), s === null ? 0 : 1, s === null ? 0n : i64(s)];
 }
 
 export class Guard {
   /**
-   * @param {{maxLocks?: number}} [options] how many lock names to keep interned
-   * (at least 2); past that the handles are dropped and interning starts over.
+   * @param {{maxLocks?: number, component?: Uint8Array}} [options]
+   * `maxLocks`: how many lock names to keep interned (at least 2); past that
+   * the instance is replaced by a fresh one and interning starts over.
+   * `component`: run the rules of this fencing:guard@0.2 component (its
+   * bytes) instead of the shipped ones (Node only: it compiles synchronously).
    */
   constructor(options = {}) {
     const maxLocks = options.maxLocks ?? 4096;
     if (!Number.isSafeInteger(maxLocks) || maxLocks < 2) throw new RangeError('maxLocks must be an integer of at least 2');
     this.maxLocks = maxLocks;
-    this.locks = new Map();
+    this.module = options.component === undefined ? SHIPPED : new WebAssembly.Module(coreModuleBytes(options.component));
+    this.core = new Core(this.module);
   }
 
-  /** The handles of `names` for one call; room for all of them is made first. */
-  handles(...names) {
-    const wanted = names.filter((n) => n !== null);
-    const missing = new Set(wanted.filter((n) => !this.locks.has(n)));
-    if (this.locks.size + missing.size > this.maxLocks) {
-      for (const handle of this.locks.values()) handle[Symbol.dispose ?? Symbol.for('dispose')]();
-      this.locks.clear();
-      wanted.forEach((n) => missing.add(n));
-    }
-    for (const n of missing) this.locks.set(n, new check.LockName(n));
-    return names.map((n) => (n === null ? undefined : this.locks.get(n)));
+  /** The rep of `name` (validated on first sight), making room first when the table is full. */
+  rep(name, what) {
+    const r = this.core.locks.get(name);
+    if (r !== undefined) return r;
+    lockName(name, what);
+    if (this.core.locks.size >= this.maxLocks) this.core = new Core(this.module);
+    return this.core.lock(name);
+  }
+
+  /** The reps of a fence's lock (null: no fence, rep 0) and the presented lock, in one instance. */
+  reps(fenceLock, lock, lockWhat) {
+    if (fenceLock === null) return [0, this.rep(lock, lockWhat)];
+    const core = this.core;
+    const a = this.rep(fenceLock, 'current.lock');
+    const b = this.rep(lock, lockWhat);
+    // Interning the second name may have replaced the instance: intern the first again.
+    return core === this.core ? [a, b] : [this.rep(fenceLock, 'current.lock'), b];
   }
 
   /**
@@ -112,28 +169,14 @@ export class Guard {
   admit(current, presented, policy) {
     const fence = fenceOf(current, 'current');
     if (presented === null || typeof presented !== 'object') throw new TypeError('presented must be a sequencer object');
-    const lock = lockName(presented.lock, 'presented.lock');
     const token = u64(presented.token, 'presented.token');
     const sequence = optionalU64(presented.sequence, 'presented.sequence');
     const p = policyOf(policy);
-    const [fenceLock, presentedLock] = this.handles(fence?.lock ?? null, lock);
-    const witFence = fence && { lock: fenceLock, highWater: fence.highWater, sequence: fence.sequence ?? undefined };
-    // jco reports a rejection by throwing; capturing a stack trace for it is
-    // most of a refused call's cost, and the trace is never shown.
-    const traces = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    try {
-      const a = check.admit(witFence ?? undefined, { lock: presentedLock, token, sequence: sequence ?? undefined }, p);
-      return { admitted: true, highWater: a.highWater, sequence: a.sequence ?? null, newTerm: a.newTerm };
-    } catch (e) {
-      // jco throws a top-level `result` error as a ComponentError whose payload is the rejection.
-      if (e && typeof e === 'object' && 'payload' in e && e.payload && typeof e.payload.tag === 'string') {
-        return rejection(e.payload);
-      }
-      throw e;
-    } finally {
-      Error.stackTraceLimit = traces;
-    }
+    const [fenceRep, rep] = this.reps(fence === null ? null : fence.lock, presented.lock, 'presented.lock');
+    const f = flatFence(fence, fenceRep);
+    const s = sequence === null ? 0n : i64(sequence);
+    const c = this.core.code(f[0], f[1], f[2], f[3], f[4], rep, i64(token), sequence === null ? 0 : 1, s, p);
+    return answer(code(c), fence, token, sequence);
   }
 
   /**
@@ -143,56 +186,66 @@ export class Guard {
    */
   admitBatch(current, lock, writes, policy) {
     const fence = fenceOf(current, 'current');
-    const name = lockName(lock, 'lock');
     if (!Array.isArray(writes)) throw new TypeError('writes must be an array');
-    const ws = writes.map((w, i) =>
-      typeof w === 'object' && w !== null
-        ? { token: u64(w.token, `writes[${i}].token`), sequence: optionalU64(w.sequence, `writes[${i}].sequence`) }
-        : { token: u64(w, `writes[${i}]`), sequence: null },
-    );
+    const n = writes.length;
+    // Validated values, and the `list<batch-write>` laid out for the module:
+    // 24 bytes a write (token, sequence discriminant, sequence).
+    const tokens = new Array(n);
+    const sequences = new Array(n);
+    const words = new BigUint64Array(n * 3);
+    for (let i = 0, j = 0; i < n; i++, j += 3) {
+      const w = writes[i];
+      let token;
+      let sequence = null;
+      if (typeof w === 'object' && w !== null) {
+        token = u64(w.token, `writes[${i}].token`);
+        sequence = optionalU64(w.sequence, `writes[${i}].sequence`);
+      } else token = u64(w, `writes[${i}]`);
+      tokens[i] = token;
+      sequences[i] = sequence;
+      words[j] = token;
+      if (sequence !== null) {
+        words[j + 1] = 1n;
+        words[j + 2] = sequence;
+      }
+    }
     const p = policyOf(policy);
-    const [fenceLock, handle] = this.handles(fence?.lock ?? null, name);
-    const witFence = fence && { lock: fenceLock, highWater: fence.highWater, sequence: fence.sequence ?? undefined };
-    const out = check.admitBatch(
-      witFence ?? undefined,
-      handle,
-      ws.map((w) => ({ token: w.token, sequence: w.sequence ?? undefined })),
-      p,
-    );
-    if (out.verdicts.length !== ws.length) throw new Error(`the component returned ${out.verdicts.length} verdicts for ${ws.length} writes`);
-    let state = fence && { highWater: fence.highWater, sequence: fence.sequence };
-    const verdicts = ws.map((w, i) => {
-      const c = code(out.verdicts[i]);
-      if (c === 'admitted' || c === 'admitted_new_term') {
-        state = { highWater: w.token, sequence: w.sequence };
-        return { admitted: true, highWater: w.token, sequence: w.sequence, newTerm: c === 'admitted_new_term' };
-      }
-      if (c === 'invalid_token' || c === 'wrong_lock') return { admitted: false, reason: c };
-      if (state === null || (c === 'sequence_regressed' && state.sequence === null)) {
-        throw new Error(`the component returned ${c} for a write with no fence to compare with`);
-      }
-      if (c === 'sequence_regressed') return { admitted: false, reason: c, token: w.token, presented: w.sequence, last: state.sequence };
-      return { admitted: false, reason: c, presented: w.token, highWater: state.highWater };
-    });
-    const f = out.fence;
-    return { verdicts, fence: f == null ? null : { highWater: f.highWater, sequence: f.sequence ?? null } };
+    const [fenceRep, rep] = this.reps(fence === null ? null : fence.lock, lock, 'lock');
+    const out = this.core.batch(flatFence(fence, fenceRep), rep, words, n, p);
+    // Each write was decided against the fence the admitted ones before it left.
+    let state = fence;
+    const verdicts = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const v = answer(code(out.codes[i]), state, tokens[i], sequences[i]);
+      if (v.admitted) state = v;
+      verdicts[i] = v;
+    }
+    return { verdicts, fence: out.state };
   }
 
   /**
    * Decides sequence-less tokens on one resource whose lock binding the caller
    * checked and whose fence holds no sequence. `highWater` 0n means no fence.
+   * A BigUint64Array is taken as it is (its elements are u64 by type).
    */
   admitStream(highWater, tokens, policy) {
     const hw = u64(highWater, 'highWater');
-    if (!Array.isArray(tokens) && !(tokens instanceof BigUint64Array)) throw new TypeError('tokens must be an array');
-    const ts = BigUint64Array.from(Array.from(tokens, (t, i) => u64(t, `tokens[${i}]`)));
-    const out = check.admitStream(hw, ts, policyOf(policy));
-    if (out.verdicts.length !== ts.length) throw new Error(`the component returned ${out.verdicts.length} verdicts for ${ts.length} tokens`);
-    const verdicts = Array.from(out.verdicts, (byte) => {
-      const c = code(byte);
-      if (c === 'wrong_lock' || c === 'sequence_regressed') throw new Error(`the component returned ${c} in a stream`);
-      return c === 'admitted_new_term' ? 'admitted' : c;
-    });
+    let ts;
+    if (tokens instanceof BigUint64Array) ts = tokens;
+    else if (Array.isArray(tokens)) {
+      ts = new BigUint64Array(tokens.length);
+      for (let i = 0; i < tokens.length; i++) ts[i] = u64(tokens[i], `tokens[${i}]`);
+    } else throw new TypeError('tokens must be an array or a BigUint64Array');
+    const out = this.core.stream(hw, ts, policyOf(policy));
+    const verdicts = new Array(ts.length);
+    for (let i = 0; i < ts.length; i++) {
+      const v = STREAM_VERDICTS[out.codes[i]];
+      if (v === undefined) throw new Error(`the module returned verdict code ${out.codes[i]} in a stream`);
+      verdicts[i] = v;
+    }
     return { verdicts, highWater: out.highWater };
   }
 }
+
+/** Stream verdict bytes to answers: a stream has no wrong lock and no sequences, and reports no terms. */
+const STREAM_VERDICTS = ['admitted', 'admitted', 'invalid_token', undefined, 'stale_token', 'token_reused'];

@@ -2,9 +2,10 @@
 // JavaScript host of the fencing:guard component and prints `N passed, M
 // failed`:
 // - by default, the @fencing/guard package (packages/node, built with `npm run
-//   build`): the component transpiled by jco behind the wrapper users call;
-// - with --core FILE, core_abi.mjs: the core module of component FILE under
-//   Node's own WebAssembly, the canonical ABI lowered by hand (docs/core-abi.md).
+//   build`): what users call, single writes decided by `admit-code`;
+// - with --core FILE, core_abi.mjs: the package's core-ABI engine on the core
+//   module of component FILE, single writes decided by the rich `admit`
+//   export read from guest memory (docs/core-abi.md).
 //
 // Every u64 is a BigInt: the vector files are parsed losslessly (integer
 // literals are turned into BigInt before any float rounding can happen). Each

@@ -49,6 +49,18 @@ impl wit::Guest for Component {
             .map_err(Into::into)
     }
 
+    fn admit_code(
+        current: Option<wit::Fence<'_>>,
+        presented: wit::Sequencer<'_>,
+        policy: wit::Policy,
+    ) -> wit::VerdictCode {
+        let lock = presented.lock.get::<LockName>();
+        before_call(&lock.0);
+        let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
+        let state = current.as_ref().map(state);
+        verdict_code(rules::decide_code(state, same, presented.token, presented.sequence, policy.into()))
+    }
+
     fn admit_batch(
         current: Option<wit::Fence<'_>>,
         lock: wit::LockNameBorrow<'_>,
@@ -78,6 +90,21 @@ impl wit::Guest for Component {
 
 fn state(f: &wit::Fence<'_>) -> rules::FenceState {
     rules::FenceState { high_water: f.high_water, sequence: f.sequence }
+}
+
+/// The WIT case of a rule code (`rules::code`; case N is byte N).
+#[inline]
+fn verdict_code(c: u8) -> wit::VerdictCode {
+    use wit::VerdictCode as V;
+    match c {
+        rules::code::ADMITTED => V::Admitted,
+        rules::code::ADMITTED_NEW_TERM => V::AdmittedNewTerm,
+        rules::code::INVALID_TOKEN => V::InvalidToken,
+        rules::code::WRONG_LOCK => V::WrongLock,
+        rules::code::STALE_TOKEN => V::StaleToken,
+        rules::code::TOKEN_REUSED => V::TokenReused,
+        _ => V::SequenceRegressed,
+    }
 }
 
 impl From<wit::Policy> for rules::Policy {

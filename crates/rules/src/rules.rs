@@ -210,25 +210,57 @@ pub fn decide(
     sequence: Option<u64>,
     policy: Policy,
 ) -> Result<Admission, Rejection> {
-    if token == 0 {
-        return Err(Rejection::InvalidToken);
-    }
-    let Some(state) = current else {
-        return Ok(Admission { high_water: token, sequence, new_term: true });
-    };
-    if !same_lock() {
-        return Err(Rejection::WrongLock);
-    }
-    admit_token(state, token, sequence, policy)
+    let c = decide_code(current, same_lock, token, sequence, policy);
+    expand(current, BatchWrite { token, sequence }, c).expect("a rule code is possible for its own inputs")
 }
 
-/// The numeric rule of [`admit`] for a resource with a fence whose lock
-/// matches, as a full decision.
+/// [`decide`] as a verdict code ([`code`]): the component's `admit-code`.
+/// [`expand`] turns the code back into the decision with its evidence.
 #[inline]
-fn admit_token(fence: FenceState, token: u64, sequence: Option<u64>, policy: Policy) -> Result<Admission, Rejection> {
-    let strict = policy == Policy::StrictlyIncreasing;
-    let c = rule_code(fence.high_water, fence.sequence, token, sequence, strict);
-    decision_of(c, Some(fence), BatchWrite { token, sequence }).expect("a rule code is possible for its own inputs")
+pub fn decide_code(
+    current: Option<FenceState>,
+    same_lock: impl FnOnce() -> bool,
+    token: u64,
+    sequence: Option<u64>,
+    policy: Policy,
+) -> u8 {
+    if token == 0 {
+        return code::INVALID_TOKEN;
+    }
+    let Some(fence) = current else {
+        return code::ADMITTED_NEW_TERM;
+    };
+    if !same_lock() {
+        return code::WRONG_LOCK;
+    }
+    rule_code(fence.high_water, fence.sequence, token, sequence, policy == Policy::StrictlyIncreasing)
+}
+
+/// The decision, with its evidence, that verdict code `c` stands for when
+/// `write` was decided against `current` (the inverse of [`decide_code`]).
+/// `None` when the code is unknown or impossible for these numbers, so a
+/// host can refuse a plugin's garbage instead of guessing. (Whether the locks
+/// matched is not among the numbers: `wrong-lock` is possible for any valid
+/// token against a fence.)
+#[inline]
+pub fn expand(current: Option<FenceState>, write: BatchWrite, c: u8) -> Option<Result<Admission, Rejection>> {
+    let t = write.token;
+    let possible = match (c, current) {
+        (code::INVALID_TOKEN, _) => t == 0,
+        _ if t == 0 => false,
+        (code::ADMITTED_NEW_TERM, None) => true,
+        (_, None) => false,
+        (code::ADMITTED_NEW_TERM, Some(f)) => t > f.high_water,
+        (code::ADMITTED | code::TOKEN_REUSED, Some(f)) => t == f.high_water,
+        (code::WRONG_LOCK, Some(_)) => true,
+        (code::STALE_TOKEN, Some(f)) => t < f.high_water,
+        (code::SEQUENCE_REGRESSED, Some(f)) => t == f.high_water && f.sequence.is_some(),
+        _ => false,
+    };
+    if !possible {
+        return None;
+    }
+    decision_of(c, current, write)
 }
 
 /// The numeric rule, written once: the verdict code of `token` (with
@@ -484,6 +516,47 @@ mod tests {
         );
         let all_admitted = [code::ADMITTED_NEW_TERM; 6];
         assert!(expand_batch(current, &writes, &all_admitted).unwrap().iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn a_single_code_expands_to_the_decision_of_admit() {
+        let fences = [
+            None,
+            Some(FenceState { high_water: 5, sequence: None }),
+            Some(FenceState { high_water: 5, sequence: Some(3) }),
+        ];
+        for current in fences {
+            for token in [0, 4, 5, 6] {
+                for sequence in [None, Some(3), Some(4)] {
+                    for policy in [Policy::NonDecreasing, Policy::StrictlyIncreasing] {
+                        for same in [true, false] {
+                            let c = decide_code(current, || same, token, sequence, policy);
+                            let write = BatchWrite { token, sequence };
+                            let want = decide(current, || same, token, sequence, policy);
+                            assert_eq!(
+                                expand(current, write, c),
+                                Some(want.clone()),
+                                "{current:?} {write:?} {policy:?}"
+                            );
+                            for other in (0..=7).filter(|&o| o != c) {
+                                if let Some(d) = expand(current, write, other) {
+                                    assert_ne!(
+                                        Some(d),
+                                        Some(want.clone()),
+                                        "code {other} must not stand for code {c}'s decision"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let w = |token| BatchWrite { token, sequence: None };
+        assert_eq!(expand(None, w(4), code::STALE_TOKEN), None, "nothing is stale against no fence");
+        assert_eq!(expand(None, w(4), code::ADMITTED), None, "a first write begins a term");
+        assert_eq!(expand(Some(FenceState { high_water: 5, sequence: None }), w(9), code::STALE_TOKEN), None);
+        assert_eq!(expand(None, w(4), 7), None, "unknown code");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! The rules are written once, in the `fencing-rules` crate, and reach the
 //! engine in one of two forms:
 //! - [`NativeGuard`]: the rules linked in as Rust.
-//! - [`WasmGuard`]: the `fencing:guard@0.1.0` WebAssembly component (embedded
+//! - [`WasmGuard`]: the `fencing:guard@0.2.0` WebAssembly component (embedded
 //!   in this crate, or any compatible `.wasm` loaded as a [`Plugin`]) under
 //!   wasmtime. Every call is bounded in time, memory and stack; a call that
 //!   traps or exceeds a bound returns a [`GuardFailure`] and the engine must

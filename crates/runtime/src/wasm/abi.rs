@@ -1,8 +1,10 @@
-//! The canonical-ABI view of `fencing:guard/check@0.1.0`, and the one place
+//! The canonical-ABI view of `fencing:guard/check@0.2.0`, and the one place
 //! where its types convert to and from the rule types of `fencing-rules`:
 //! the component path lifts into these types with wasmtime's derives, the
-//! direct path reads the same types from guest memory ([`decision_at`],
-//! [`fence_state_at`]); both reach the rule types through the same `From`s.
+//! direct path reads the same types from guest memory ([`fence_state_at`]);
+//! both reach the rule types through the same `From`s. The direct path's
+//! single decisions take `admit-code`, whose verdict code
+//! `fencing_rules::rules::expand` turns into the decision.
 //!
 //! Lock names cross as `lock-name` handles (interned per worker by
 //! `base.rs`), so a call copies no string into the component. Batch and
@@ -170,29 +172,6 @@ impl From<FenceStateRet> for FenceState {
 /// Converts one lifted verdict.
 pub fn decision(r: std::result::Result<AdmissionRet, RejectionRet>) -> Decision {
     r.map(Into::into).map_err(Into::into)
-}
-
-/// Lifts a `result<admission, rejection>` (48 bytes, align 8) from guest memory.
-/// An unknown discriminant or case breaks the contract.
-pub fn decision_at(b: &[u8]) -> Result<Decision> {
-    let conflict = || TokenConflictRet { presented: u64_at(b, 16), high_water: u64_at(b, 24) };
-    let lifted = match b[0] {
-        0 => Ok(AdmissionRet { high_water: u64_at(b, 8), sequence: option_at(b, 16)?, new_term: b[32] != 0 }),
-        1 => Err(match b[8] {
-            0 => RejectionRet::InvalidToken,
-            1 => RejectionRet::WrongLock,
-            2 => RejectionRet::StaleToken(conflict()),
-            3 => RejectionRet::TokenReused(conflict()),
-            4 => RejectionRet::SequenceRegressed(SequenceConflictRet {
-                token: u64_at(b, 16),
-                presented: option_at(b, 24)?,
-                last: u64_at(b, 40),
-            }),
-            c => return Err(contract(format_args!("rejection case {c}"))),
-        }),
-        d => return Err(contract(format_args!("result discriminant {d}"))),
-    };
-    Ok(decision(lifted))
 }
 
 /// Lifts an `option<fence-state>` laid out at `at` (discriminant byte, record 8 bytes later).

@@ -14,8 +14,47 @@ use wasmtime::{ResourceLimiter, Store};
 pub(crate) type WorkerStore = Store<StoreState>;
 
 /// Lock names interned in one worker, to the worker's handle or rep for each.
-/// Names come from clients, so the hasher is randomly seeded.
-pub(crate) type LockMap<H> = HashMap<Box<str>, H, foldhash::fast::RandomState>;
+/// Names come from clients, so the hasher is randomly seeded. The name found
+/// last is kept beside the map: a run of writes under one lock (the common
+/// case) costs one comparison per call instead of a hash and a comparison.
+pub(crate) struct LockMap<H> {
+    map: HashMap<Box<str>, H, foldhash::fast::RandomState>,
+    /// The name of the last lookup that found a handle (its buffer is reused), and that handle.
+    last: (String, Option<H>),
+}
+
+impl<H: Copy> Default for LockMap<H> {
+    fn default() -> Self {
+        LockMap { map: HashMap::default(), last: (String::new(), None) }
+    }
+}
+
+impl<H: Copy> LockMap<H> {
+    /// The handle interned for `name`, if any.
+    #[inline]
+    pub(crate) fn get(&mut self, name: &str) -> Option<H> {
+        if let (last, Some(handle)) = &self.last
+            && last == name
+        {
+            return Some(*handle);
+        }
+        let handle = *self.map.get(name)?;
+        self.last.0.clear();
+        self.last.0.push_str(name);
+        self.last.1 = Some(handle);
+        Some(handle)
+    }
+
+    /// Records `name`'s handle.
+    pub(crate) fn insert(&mut self, name: &str, handle: H) {
+        self.map.insert(name.into(), handle);
+    }
+
+    /// How many names are interned.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+}
 
 /// Verdict codes of a batch and the fence after it.
 pub(crate) type BatchCodes = (Vec<u8>, Option<FenceState>);
@@ -93,11 +132,11 @@ pub(crate) trait Interning {
     /// The handle of `name`, constructed on first use.
     #[inline]
     fn lock(&mut self, store: &mut WorkerStore, name: &str) -> Result<Self::Handle> {
-        if let Some(&handle) = self.interned_locks().get(name) {
+        if let Some(handle) = self.interned_locks().get(name) {
             return Ok(handle);
         }
         let handle = self.construct(store, name)?;
-        self.interned_locks().insert(name.into(), handle);
+        self.interned_locks().insert(name, handle);
         Ok(handle)
     }
 

@@ -18,6 +18,10 @@
 //! ABI invariants relied on (canonical ABI; layouts in [`layout`]):
 //! - a `borrow<lock-name>` passed to the component that defines the resource
 //!   is lowered as its rep, which `[resource-new]` received from the guest;
+//! - a single decision takes `admit-code`, whose parameters and result are
+//!   all flat scalars: the verdict code comes back in a register and the
+//!   host expands it with `fencing_rules::rules::expand`, which refuses a
+//!   code impossible for the inputs;
 //! - results wider than one flat value come back through a pointer into guest
 //!   memory; the host checks its bounds and alignment and lifts it with the
 //!   canonical ABI's validation (an unknown discriminant, a list out of
@@ -28,7 +32,7 @@
 use super::abi::{self, PolicyArg, u64_at};
 use super::base::contract;
 use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, StoreState, StreamCodes, WorkerStore};
-use crate::{Decision, Fence, Policy, Sequencer};
+use crate::{BatchWrite, Decision, Fence, FenceState, Policy, Sequencer};
 use std::ops::Range;
 use wasmtime::{Caller, Engine, ExternType, InstancePre, Linker, Memory, Module, TypedFunc, ValType};
 
@@ -38,8 +42,6 @@ type StreamFlat = (i64, i32, i32, i32);
 
 /// Byte layouts of the types that cross through memory (canonical ABI).
 mod layout {
-    /// `result<admission, rejection>`: size 48, align 8.
-    pub const ADMIT: (usize, usize) = (48, 8);
     /// `batch-outcome`: size 40, align 8.
     pub const BATCH: (usize, usize) = (40, 8);
     /// `stream-outcome`: size 16, align 8.
@@ -53,7 +55,7 @@ mod layout {
 const MAX_HANDLES: usize = 1 << 16;
 
 /// Finds, in component `bytes`, the byte range of the one core module that
-/// implements interface `iface` (e.g. `fencing:guard/check@0.1.0`).
+/// implements interface `iface` (e.g. `fencing:guard/check@0.2.0`).
 pub fn find(bytes: &[u8], iface: &str) -> Option<Range<usize>> {
     let admit = format!("{iface}#admit");
     let mut found = None;
@@ -122,7 +124,7 @@ impl DirectPre {
         }
         func("cabi_realloc", &[I32, I32, I32, I32], &[I32], true)?;
         func(&format!("{iface}#[constructor]lock-name"), &[I32, I32], &[I32], true)?;
-        func(&format!("{iface}#admit"), &[I32, I32, I64, I32, I64, I32, I64, I32, I64, I32], &[I32], true)?;
+        func(&format!("{iface}#admit-code"), &[I32, I32, I64, I32, I64, I32, I64, I32, I64, I32], &[I32], true)?;
         func(&format!("{iface}#admit-batch"), &[I32, I32, I64, I32, I64, I32, I32, I32, I32], &[I32], true)?;
         func(&format!("{iface}#admit-stream"), &[I64, I32, I32, I32], &[I32], true)?;
         func(&format!("cabi_post_{iface}#admit-batch"), &[I32], &[], false)?;
@@ -168,7 +170,7 @@ pub struct DirectCalls {
     memory: Memory,
     realloc: TypedFunc<(i32, i32, i32, i32), i32>,
     new_lock: TypedFunc<(i32, i32), i32>,
-    admit: TypedFunc<AdmitFlat, i32>,
+    admit_code: TypedFunc<AdmitFlat, i32>,
     batch: TypedFunc<BatchFlat, i32>,
     post_batch: Option<TypedFunc<i32, ()>>,
     stream: TypedFunc<StreamFlat, i32>,
@@ -187,7 +189,7 @@ impl DirectCalls {
             memory,
             realloc: i.get_typed_func(&mut *store, "cabi_realloc")?,
             new_lock: i.get_typed_func(&mut *store, &format!("{iface}#[constructor]lock-name"))?,
-            admit: i.get_typed_func(&mut *store, &format!("{iface}#admit"))?,
+            admit_code: i.get_typed_func(&mut *store, &format!("{iface}#admit-code"))?,
             batch: i.get_typed_func(&mut *store, &format!("{iface}#admit-batch"))?,
             post_batch: i.get_typed_func(&mut *store, &format!("cabi_post_{iface}#admit-batch")).ok(),
             stream: i.get_typed_func(&mut *store, &format!("{iface}#admit-stream"))?,
@@ -220,8 +222,13 @@ impl PathCalls for DirectCalls {
         let (ps, pv) = option(p.sequence);
         let args =
             (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, p.token as i64, ps as i32, pv, policy_arg(policy));
-        let ret = self.admit.call(&mut *s, args)?;
-        abi::decision_at(view(self.memory.data(&*s), ret, layout::ADMIT)?)
+        let c = self.admit_code.call(&mut *s, args)?;
+        let state = f.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+        let write = BatchWrite { token: p.token, sequence: p.sequence };
+        u8::try_from(c)
+            .ok()
+            .and_then(|c| fencing_rules::rules::expand(state, write, c))
+            .ok_or_else(|| contract(format_args!("verdict code {c} is impossible for these inputs")))
     }
 
     fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes> {
@@ -332,9 +339,9 @@ mod tests {
     #[test]
     fn return_area_must_be_aligned_and_in_bounds() {
         let mem = vec![0u8; 64];
-        assert!(view(&mem, 8, layout::ADMIT).is_ok());
-        assert!(view(&mem, 4, layout::ADMIT).unwrap_err().to_string().contains("misaligned"));
-        assert!(view(&mem, 24, layout::ADMIT).unwrap_err().to_string().contains("out of bounds"));
+        assert!(view(&mem, 8, layout::BATCH).is_ok());
+        assert!(view(&mem, 4, layout::BATCH).unwrap_err().to_string().contains("misaligned"));
+        assert!(view(&mem, 32, layout::BATCH).unwrap_err().to_string().contains("out of bounds"));
         assert!(view(&mem, -8, layout::STREAM).unwrap_err().to_string().contains("out of bounds"));
     }
 
@@ -368,20 +375,20 @@ mod tests {
 
     #[test]
     fn only_the_module_exporting_the_interface_is_found() {
-        let iface = "fencing:guard/check@0.1.0";
+        let iface = "fencing:guard/check@0.2.0";
         let component = wat::parse_str(
             r#"(component
                 (core module $shim (func (export "other")))
-                (core module $main (func (export "fencing:guard/check@0.1.0#admit"))))"#,
+                (core module $main (func (export "fencing:guard/check@0.2.0#admit"))))"#,
         )
         .unwrap();
         let range = find(&component, iface).expect("one module implements the interface");
         assert!(exports_name(&component[range], &format!("{iface}#admit")));
-        assert_eq!(find(&component, "fencing:guard/check@0.2.0"), None);
+        assert_eq!(find(&component, "fencing:guard/check@0.3.0"), None);
         let two = wat::parse_str(
             r#"(component
-                (core module (func (export "fencing:guard/check@0.1.0#admit")))
-                (core module (func (export "fencing:guard/check@0.1.0#admit"))))"#,
+                (core module (func (export "fencing:guard/check@0.2.0#admit")))
+                (core module (func (export "fencing:guard/check@0.2.0#admit"))))"#,
         )
         .unwrap();
         assert_eq!(find(&two, iface), None, "two candidates are ambiguous");
@@ -390,7 +397,7 @@ mod tests {
     #[test]
     fn shape_mismatches_are_named() {
         let engine = Engine::default();
-        let iface = "fencing:guard/check@0.1.0";
+        let iface = "fencing:guard/check@0.2.0";
         let module = |wat: &str| Module::new(&engine, wat).unwrap();
         let err = |m: &Module| DirectPre::new(&engine, m, iface).err().expect("shape refused");
         let wasi = module(r#"(module (import "wasi:cli/environment@0.2.0" "get-arguments" (func)))"#);
@@ -401,8 +408,8 @@ mod tests {
         let wrong = module(
             r#"(module (memory (export "memory") 1)
                 (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) i32.const 0)
-                (func (export "fencing:guard/check@0.1.0#[constructor]lock-name") (param i32 i64) (result i32) i32.const 0))"#,
+                (func (export "fencing:guard/check@0.2.0#[constructor]lock-name") (param i32 i64) (result i32) i32.const 0))"#,
         );
-        assert!(err(&wrong).contains("`fencing:guard/check@0.1.0#[constructor]lock-name` has type"));
+        assert!(err(&wrong).contains("`fencing:guard/check@0.2.0#[constructor]lock-name` has type"));
     }
 }

@@ -89,6 +89,8 @@ thread_local! {
 pub struct WasmGuard {
     engine: Engine,
     limits: WasmLimits,
+    /// `limits.ticks()`, computed once (it divides 128-bit durations).
+    deadline_ticks: u64,
     /// Whether plugins of the direct shape take the direct path.
     prefer_direct: bool,
     loaded: RwLock<Arc<Loaded>>,
@@ -140,6 +142,7 @@ impl WasmGuard {
         let guard = WasmGuard {
             engine,
             limits,
+            deadline_ticks: limits.ticks(),
             prefer_direct,
             loaded: RwLock::new(loaded),
             generation: AtomicU64::new(1),
@@ -286,7 +289,7 @@ impl WasmGuard {
             Some(w) if w.generation == current => w,
             _ => Box::new(self.build_worker()?),
         };
-        worker.store.set_epoch_deadline(self.limits.ticks());
+        worker.store.set_epoch_deadline(self.deadline_ticks);
         match f(&mut worker) {
             Ok(r) => {
                 if !worker.retired() {

@@ -34,7 +34,7 @@ from ._types import (
     check_u64,
 )
 
-INTERFACE = "fencing:guard/check@0.1.0"
+INTERFACE = "fencing:guard/check@0.2.0"
 _FUNCS = ("[constructor]lock-name", "admit", "admit-batch", "admit-stream")
 
 #: Byte N of a batch or stream verdict list is case N of the WIT `enum verdict-code`.

@@ -1,4 +1,4 @@
-//! A deliberately misbehaving `fencing:guard@0.1.0` component for the
+//! A deliberately misbehaving `fencing:guard@0.2.0` component for the
 //! runtime's fault-handling tests. `admit` and `admit-batch` misbehave by the
 //! presented lock name: `loop` spins forever, `trap` executes `unreachable`,
 //! `hog` allocates until its memory runs out; every other name gets the real

@@ -1,5 +1,12 @@
 """Shared fixtures: the repository's vectors, a file of random cases with the
-native rules' verdicts, and a running `fencing serve`."""
+native rules' verdicts, and a running `fencing serve`.
+
+Run from a checkout, everything is found in it. Run against an installed
+wheel with the tests copied elsewhere (scripts/test-python does), the
+environment names what the checkout would have held: FENCING_BIN (the
+`fencing` binary), FENCING_VECTORS (the vector files), FENCING_SQLITE_EXT
+(the SQLite extension, without its suffix), and FENCING_INSTALLED=1 makes
+the tests check that the package comes from the installed wheel."""
 
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ def load_cases(path: Path) -> list[dict]:
 
 
 def vector_files() -> list[Path]:
-    files = sorted((ROOT / "tests" / "vectors").glob("*.json"))
+    files = sorted(Path(os.environ.get("FENCING_VECTORS", ROOT / "tests" / "vectors")).glob("*.json"))
     assert files, "no vector files"
     return files
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +103,37 @@ def test_threads_share_one_guard(guard: Guard) -> None:
     for t in threads:
         t.join()
     assert not wrong
+
+
+def test_codes_the_inputs_cannot_produce_fail_closed() -> None:
+    """A module answering a code impossible for the write is a broken module: ContractError, never a guess."""
+    from fencing_guard import ContractError
+    from fencing_guard._guard import _decision
+
+    fenced = (5, None)
+    assert _decision(4, fenced, 4, None) == Rejection(Reason.STALE_TOKEN, presented=4, high_water=5)
+    for code, fence, token in [
+        (4, None, 4),  # nothing is stale against no fence
+        (4, fenced, 9),  # 9 is above the mark
+        (0, None, 4),  # a first write begins a term
+        (1, fenced, 5),  # 5 does not begin a term over 5
+        (2, fenced, 5),  # 5 is a valid token
+        (6, fenced, 5),  # the fence holds no sequence to regress from
+        (3, None, 5),  # no fence, no lock to be wrong about
+        (7, fenced, 5),  # no such code
+    ]:
+        with pytest.raises(ContractError):
+            _decision(code, fence, token, None)
+
+
+@pytest.mark.skipif(os.environ.get("FENCING_INSTALLED") != "1", reason="run against an installed wheel only")
+def test_the_package_is_the_installed_wheel() -> None:
+    """Nothing of the checkout is imported: the package and its component come from site-packages."""
+    import sysconfig
+
+    import fencing_guard
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    assert Path(fencing_guard.__file__).resolve().is_relative_to(site)
+    assert fencing_guard.bundled_component().resolve().is_relative_to(site)
+    assert fencing_guard.bundled_component().stat().st_size > 1000

@@ -5,11 +5,14 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+import os
+from pathlib import Path
+
 from conftest import ROOT
 
 from fencing_guard import SqliteExtensionUnsupported, load_sqlite_extension
 
-EXT = ROOT / "extensions/sqlite/target/release/libfencing_sqlite"
+EXT = Path(os.environ.get("FENCING_SQLITE_EXT", ROOT / "extensions/sqlite/target/release/libfencing_sqlite"))
 
 
 def test_loading_says_whether_this_python_can() -> None:

@@ -88,3 +88,13 @@ def test_a_guard_that_reinterns_agrees_too(random_cases: list[dict]) -> None:
     small = Guard(max_locks=2)
     sample = random_cases[:2000]
     assert [run(small, c) for c in sample] == [expected(c) for c in sample]
+
+
+def test_the_checked_call_path_agrees_too(random_cases: list[dict], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without wasmtime's unchecked entry point the engine calls `Func.__call__`: same answers."""
+    import fencing_guard._core as core
+
+    monkeypatch.setattr(core, "_UNCHECKED", None)
+    checked = Guard()
+    sample = SHARED + random_cases[:300]
+    assert [run(checked, c) for c in sample] == [expected(c) for c in sample]

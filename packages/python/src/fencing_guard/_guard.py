@@ -1,20 +1,23 @@
-"""`Guard`: the bundled `fencing:guard` component under wasmtime.
+"""`Guard`: the bundled `fencing:guard` component's rules, called through
+the core-ABI engine (`_core.py`).
 
-This is the one place that knows the WIT encoding as wasmtime-py maps it
-(kebab-case record fields, `Variant` rejections, `lock-name` handles,
-verdict-code bytes); everything else speaks `_types`.
+This file validates every value before it crosses, interns lock names, and
+turns verdict codes into `Decision`s with their evidence, which follows from
+the inputs (`wit/guard.wit`, `admit-code` and `batch-outcome`); everything
+else speaks `_types`.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
-from wasmtime import Engine, Store
-from wasmtime.component import Component, Linker, Record, Variant
+from wasmtime import Engine
 
+from ._core import INTERFACE, ContractError, Core, core_module, i64
 from ._types import (
     Admission,
     BatchOutcome,
@@ -27,6 +30,7 @@ from ._types import (
     Rejection,
     Sequencer,
     StreamOutcome,
+    U64_MAX,
     Verdict,
     check_lock,
     check_optional_u64,
@@ -34,10 +38,18 @@ from ._types import (
     check_u64,
 )
 
-INTERFACE = "fencing:guard/check@0.2.0"
-_FUNCS = ("[constructor]lock-name", "admit", "admit-batch", "admit-stream")
+__all__ = ["INTERFACE", "ContractError", "Guard", "bundled_component"]
 
-#: Byte N of a batch or stream verdict list is case N of the WIT `enum verdict-code`.
+#: The WIT `policy` case index of each policy (a `Policy` is a `str`, so its
+#: value finds the same entry).
+_POLICY = {Policy.NON_DECREASING: 0, Policy.STRICTLY_INCREASING: 1}
+
+
+def _policy(value: object) -> int:
+    p = _POLICY.get(value) if isinstance(value, str) else None  # type: ignore[call-overload]
+    return _POLICY[check_policy(value)] if p is None else p
+
+#: Byte N of a verdict code is case N of the WIT `enum verdict-code`.
 _CODES = (
     "admitted",
     "admitted_new_term",
@@ -48,9 +60,11 @@ _CODES = (
     "sequence_regressed",
 )
 
+#: Stream verdict bytes to verdicts (a stream has no wrong lock or sequences, and reports no terms).
+_STREAM = {0: Verdict.ADMITTED, 1: Verdict.ADMITTED, 2: Verdict.INVALID_TOKEN, 4: Verdict.STALE_TOKEN, 5: Verdict.TOKEN_REUSED}
 
-class ContractError(RuntimeError):
-    """The component answered outside the contract (a broken or foreign plugin)."""
+_INVALID = Rejection(Reason.INVALID_TOKEN)
+_WRONG_LOCK = Rejection(Reason.WRONG_LOCK)
 
 
 def bundled_component() -> Path:
@@ -58,78 +72,50 @@ def bundled_component() -> Path:
     return Path(str(resources.files(__package__).joinpath("fencing_rules.wasm")))
 
 
-def _record(**fields: object) -> Record:
-    r = Record()
-    for name, value in fields.items():
-        setattr(r, name.replace("_", "-"), value)
-    return r
-
-
-def _field(rec: object, name: str) -> object:
-    return getattr(rec, name.replace("_", "-"))
-
-
 class Guard:
-    """The admission check, decided by the `fencing:guard` component.
+    """The admission check, decided by the `fencing:guard` component's rules.
 
-    `Guard()` loads the component bundled with the package; `Guard(path)`
-    loads another build of the same contract. Lock names are interned in the
-    instance once each (at most `max_locks`; past that the handles are
-    dropped and interning starts over). A guard is safe to share between
-    threads: calls are serialised on one instance.
+    `Guard()` runs the component bundled with the package; `Guard(path)` runs
+    another build of the same contract. Lock names are interned in the
+    instance once each (at most `max_locks`; past that the instance is
+    replaced by a fresh one and interning starts over). A guard is safe to
+    share between threads: calls are serialised on one instance.
     """
 
     def __init__(self, wasm: Union[str, Path, None] = None, *, max_locks: int = 4096) -> None:
         path = Path(wasm) if wasm is not None else bundled_component()
         if not path.is_file():
             raise FileNotFoundError(f"no component at {path}")
-        self._engine = Engine()
-        self._store = Store(self._engine)
-        component = Component.from_file(self._engine, str(path))
-        # The component imports nothing, so an empty linker instantiates it.
-        self._instance = Linker(self._engine).instantiate(self._store, component)
-        iface = component.get_export_index(INTERFACE)
-        if iface is None:
-            raise ContractError(f"{path}: exports no {INTERFACE}")
-        self._funcs = {}
-        for name in _FUNCS:
-            index = component.get_export_index(name, iface)
-            func = index and self._instance.get_func(self._store, index)
-            if func is None:
-                raise ContractError(f"{path}: {INTERFACE} has no function {name}")
-            self._funcs[name] = func
         if max_locks < 2:
             raise ValueError("max_locks must be at least 2 (a call may intern two names)")
-        self._locks: dict[str, object] = {}
+        self._engine = Engine()
+        try:
+            self._module = core_module(self._engine, path.read_bytes())
+        except ContractError as e:
+            raise ContractError(f"{path}: {e}") from None
+        self._core = Core(self._engine, self._module)
         self._max_locks = max_locks
         self._mutex = threading.Lock()
 
-    # -- the WIT calls -------------------------------------------------------
+    def _rep(self, name: str, what: str) -> int:
+        """The rep of `name` (validated on first sight); a full table starts a fresh instance."""
+        r = self._core.locks.get(name)
+        if r is not None:
+            return r
+        check_lock(name, what)
+        if len(self._core.locks) >= self._max_locks:
+            self._core = Core(self._engine, self._module)
+        return self._core.lock(name)
 
-    def _call(self, name: str, *args: object) -> object:
-        func = self._funcs[name]
-        result = func(self._store, *args)
-        func.post_return(self._store)
-        return result
-
-    def _handles(self, *names: Optional[str]) -> list[object]:
-        """The interned handles of `names` (None stays None) for one call. Room
-        for all of them is made first, so no handle of this call is dropped
-        while another is interned."""
-        missing = {n for n in names if n is not None and n not in self._locks}
-        if len(self._locks) + len(missing) > self._max_locks:
-            for old in self._locks.values():
-                old.drop(self._store)  # type: ignore[attr-defined]
-            self._locks.clear()
-            missing = {n for n in names if n is not None}
-        for name in missing:
-            self._locks[name] = self._call("[constructor]lock-name", name)
-        return [None if n is None else self._locks[n] for n in names]
-
-    def _fence(self, fence: Optional[Fence], handle: object) -> Optional[Record]:
+    def _reps(self, fence: Optional[Fence], lock: str, what: str) -> tuple[int, int]:
+        """The reps of the fence's lock (0 without a fence) and of `lock`, in one instance."""
         if fence is None:
-            return None
-        return _record(lock=handle, high_water=fence.high_water, sequence=fence.sequence)
+            return 0, self._rep(lock, what)
+        core = self._core
+        a = self._rep(fence.lock, "current.lock")
+        b = self._rep(lock, what)
+        # Interning the second name may have started a fresh instance.
+        return (a, b) if core is self._core else (self._rep(fence.lock, "current.lock"), b)
 
     # -- the API -------------------------------------------------------------
 
@@ -140,15 +126,19 @@ class Guard:
         _check_fence(current, "current")
         if not isinstance(presented, Sequencer):
             raise TypeError("presented must be a Sequencer")
-        check_lock(presented.lock, "presented.lock")
-        check_u64(presented.token, "presented.token")
-        check_optional_u64(presented.sequence, "presented.sequence")
-        wit_policy = check_policy(policy).value.replace("_", "-")
+        token, sequence = presented.token, presented.sequence
+        if not _is_u64(token):
+            check_u64(token, "presented.token")
+        if sequence is not None and not _is_u64(sequence):
+            check_u64(sequence, "presented.sequence")
+        p = _policy(policy)
         with self._mutex:
-            fence_lock, lock = self._handles(current and current.lock, presented.lock)
-            seq = _record(lock=lock, token=presented.token, sequence=presented.sequence)
-            out = self._call("admit", self._fence(current, fence_lock), seq, wit_policy)
-        return _decision(out)
+            fence_rep, rep = self._reps(current, presented.lock, "presented.lock")
+            f = _flat_fence(current, fence_rep)
+            c = self._core.code(
+                f[0], f[1], f[2], f[3], f[4], rep, i64(token), 0 if sequence is None else 1, i64(sequence or 0), p
+            )
+        return _decision(c, _state(current), token, sequence)
 
     def admit_batch(
         self,
@@ -161,24 +151,26 @@ class Guard:
         the fence left by the writes admitted before it. A plain int is a write
         without a sequence."""
         _check_fence(current, "current")
-        check_lock(lock, "lock")
         ws = [w if isinstance(w, BatchWrite) else BatchWrite(check_u64(w, f"writes[{i}]")) for i, w in enumerate(writes)]
+        words = []
         for i, w in enumerate(ws):
-            check_u64(w.token, f"writes[{i}].token")
-            check_optional_u64(w.sequence, f"writes[{i}].sequence")
-        wit_policy = check_policy(policy).value.replace("_", "-")
+            words.append(check_u64(w.token, f"writes[{i}].token"))
+            seq = check_optional_u64(w.sequence, f"writes[{i}].sequence")
+            words += (0, 0) if seq is None else (1, seq)
+        p = _policy(policy)
         with self._mutex:
-            records = [_record(token=w.token, sequence=w.sequence) for w in ws]
-            fence_lock, handle = self._handles(current and current.lock, lock)
-            out = self._call("admit-batch", self._fence(current, fence_lock), handle, records, wit_policy)
-        codes = bytes(_field(out, "verdicts"))  # type: ignore[arg-type]
-        state = _field(out, "fence")
-        return BatchOutcome(
-            verdicts=_expand_batch(current, ws, codes),
-            fence=None
-            if state is None
-            else FenceState(_field(state, "high_water"), _field(state, "sequence")),  # type: ignore[arg-type]
-        )
+            fence_rep, rep = self._reps(current, lock, "lock")
+            packed = struct.pack(f"<{len(words)}Q", *words)
+            codes, state = self._core.batch(_flat_fence(current, fence_rep), rep, packed, len(ws), p)
+        # Each write was decided against the fence the admitted ones before it left.
+        fence = _state(current)
+        verdicts: list[Decision] = []
+        for w, c in zip(ws, codes):
+            d = _decision(c, fence, w.token, w.sequence)
+            if isinstance(d, Admission):
+                fence = (w.token, w.sequence)
+            verdicts.append(d)
+        return BatchOutcome(verdicts=verdicts, fence=None if state is None else FenceState(*state))
 
     def admit_stream(
         self, high_water: int, tokens: Iterable[int], policy: Union[Policy, str] = Policy.NON_DECREASING
@@ -188,80 +180,77 @@ class Guard:
         means the resource has no fence."""
         check_u64(high_water, "high_water")
         ts = [check_u64(t, f"tokens[{i}]") for i, t in enumerate(tokens)]
-        wit_policy = check_policy(policy).value.replace("_", "-")
+        p = _policy(policy)
         with self._mutex:
-            out = self._call("admit-stream", high_water, ts, wit_policy)
+            codes, mark = self._core.stream(high_water, ts, p)
         verdicts = []
-        for byte in bytes(_field(out, "verdicts")):  # type: ignore[arg-type]
-            code = _code(byte)
-            if code in ("wrong_lock", "sequence_regressed"):
-                raise ContractError(f"component returned {code} in a stream")
-            verdicts.append(Verdict("admitted" if code == "admitted_new_term" else code))
-        if len(verdicts) != len(ts):
-            raise ContractError(f"component returned {len(verdicts)} verdicts for {len(ts)} tokens")
-        return StreamOutcome(verdicts=verdicts, high_water=_field(out, "high_water"))  # type: ignore[arg-type]
+        for byte in codes:
+            v = _STREAM.get(byte)
+            if v is None:
+                raise ContractError(f"the module returned verdict code {byte} in a stream")
+            verdicts.append(v)
+        return StreamOutcome(verdicts=verdicts, high_water=mark)
 
 
 def _check_fence(fence: object, what: str) -> None:
+    """The fence's numbers; its lock name is checked when it is first interned."""
     if fence is None:
         return
     if not isinstance(fence, Fence):
         raise TypeError(f"{what} must be a Fence or None")
-    check_lock(fence.lock, f"{what}.lock")
-    check_u64(fence.high_water, f"{what}.high_water")
-    check_optional_u64(fence.sequence, f"{what}.sequence")
+    if not _is_u64(fence.high_water):
+        check_u64(fence.high_water, f"{what}.high_water")
+    if fence.sequence is not None and not _is_u64(fence.sequence):
+        check_u64(fence.sequence, f"{what}.sequence")
 
 
-def _code(byte: int) -> str:
-    if not 0 <= byte < len(_CODES):
-        raise ContractError(f"component returned unknown verdict code {byte}")
-    return _CODES[byte]
+def _is_u64(value: object) -> bool:
+    """The check of `check_u64` without building its message: an int (not a bool) in 0..2**64-1."""
+    return type(value) is int and 0 <= value <= U64_MAX
 
 
-def _decision(out: object) -> Decision:
-    """Lifts `result<admission, rejection>`: a Variant is the rejection."""
-    if isinstance(out, Variant):
-        payload = out.payload
-        reason = Reason(out.tag.replace("-", "_"))
-        if payload is None:
-            return Rejection(reason)
-        if reason is Reason.SEQUENCE_REGRESSED:
-            return Rejection(
-                reason,
-                token=_field(payload, "token"),  # type: ignore[arg-type]
-                presented=_field(payload, "presented"),  # type: ignore[arg-type]
-                last=_field(payload, "last"),  # type: ignore[arg-type]
-            )
-        return Rejection(
-            reason,
-            presented=_field(payload, "presented"),  # type: ignore[arg-type]
-            high_water=_field(payload, "high_water"),  # type: ignore[arg-type]
-        )
-    return Admission(
-        high_water=_field(out, "high_water"),  # type: ignore[arg-type]
-        sequence=_field(out, "sequence"),  # type: ignore[arg-type]
-        new_term=_field(out, "new_term"),  # type: ignore[arg-type]
-    )
+def _state(fence: Optional[Fence]) -> Optional[tuple[int, Optional[int]]]:
+    return None if fence is None else (fence.high_water, fence.sequence)
 
 
-def _expand_batch(current: Optional[Fence], writes: list[BatchWrite], codes: bytes) -> list[Decision]:
-    """Verdict bytes to decisions. A rejected write was compared with the fence
-    left by the last admitted write before it (or `current`)."""
-    if len(codes) != len(writes):
-        raise ContractError(f"component returned {len(codes)} verdicts for {len(writes)} writes")
-    state = None if current is None else (current.high_water, current.sequence)
-    out: list[Decision] = []
-    for write, byte in zip(writes, codes):
-        code = _code(byte)
-        if code in ("admitted", "admitted_new_term"):
-            state = (write.token, write.sequence)
-            out.append(Admission(write.token, write.sequence, code == "admitted_new_term"))
-        elif code in ("invalid_token", "wrong_lock"):
-            out.append(Rejection(Reason(code)))
-        elif state is None or (code == "sequence_regressed" and state[1] is None):
-            raise ContractError(f"component returned {code} for a write with no fence to compare with")
-        elif code == "sequence_regressed":
-            out.append(Rejection(Reason(code), token=write.token, presented=write.sequence, last=state[1]))
-        else:
-            out.append(Rejection(Reason(code), presented=write.token, high_water=state[0]))
-    return out
+def _flat_fence(fence: Optional[Fence], rep: int) -> tuple[int, int, int, int, int]:
+    """The flat `option<fence>`: discriminant, lock rep, high-water, sequence discriminant and value."""
+    if fence is None:
+        return (0, 0, 0, 0, 0)
+    seq = fence.sequence
+    return (1, rep, i64(fence.high_water), 0 if seq is None else 1, i64(seq or 0))
+
+
+def _impossible(c: int) -> ContractError:
+    name = _CODES[c] if 0 <= c < len(_CODES) else f"unknown code {c}"
+    return ContractError(f"the module returned {name}, which these inputs cannot produce")
+
+
+def _decision(c: int, fence: Optional[tuple[int, Optional[int]]], token: int, sequence: Optional[int]) -> Decision:
+    """The decision verdict code `c` stands for when the write (token,
+    sequence) was decided against `fence` ((high-water, sequence) or None).
+    A code these numbers cannot produce fails the call with ContractError."""
+    if c == 2:
+        if token != 0:
+            raise _impossible(c)
+        return _INVALID
+    if token == 0:
+        raise _impossible(c)
+    if c == 1:
+        if fence is not None and token <= fence[0]:
+            raise _impossible(c)
+        return Admission(token, sequence, True)
+    if fence is None:
+        raise _impossible(c)
+    high_water, last = fence
+    if c == 0 and token == high_water:
+        return Admission(token, sequence, False)
+    if c == 3:
+        return _WRONG_LOCK
+    if c == 4 and token < high_water:
+        return Rejection(Reason.STALE_TOKEN, presented=token, high_water=high_water)
+    if c == 5 and token == high_water:
+        return Rejection(Reason.TOKEN_REUSED, presented=token, high_water=high_water)
+    if c == 6 and token == high_water and last is not None:
+        return Rejection(Reason.SEQUENCE_REGRESSED, token=token, presented=sequence, last=last)
+    raise _impossible(c)

@@ -1,0 +1,59 @@
+"""What a call through the package costs on this machine: one decision
+admitted and refused, and a batch and a stream of 1,024 (the inputs of the
+Rust runtime's `check` benchmark: a mostly advancing mix with some stale
+writes). Prints the median of 9 rounds, each the mean over enough calls to
+run at least 50 ms.
+
+Usage: python bench.py   (with the package installed, e.g. by scripts/test-python)
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+
+import wasmtime
+
+from fencing_guard import BatchWrite, Fence, Guard, Sequencer
+
+ROUNDS = 9
+
+
+def median(f, elements: int = 1) -> float:
+    """Seconds per element: the median of ROUNDS rounds."""
+    n = 1
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.05:  # warm up, and size a round
+        for _ in range(n):
+            f()
+        n *= 2
+    times = []
+    for _ in range(ROUNDS):
+        t = time.perf_counter()
+        for _ in range(n):
+            f()
+        times.append((time.perf_counter() - t) / n / elements)
+    return statistics.median(times)
+
+
+def main() -> None:
+    guard = Guard()
+    fence = Fence("orders", 34)
+    lock = "storage:customer-orders-bucket"
+    batch_fence = Fence(lock, 1000, 7)
+    writes = [BatchWrite(1000 + i // 4 - (3 if i % 16 == 5 else 0), i) for i in range(1024)]
+    tokens = [1000 + i // 2 - (3 if i % 16 == 5 else 0) for i in range(1024)]
+    rows = [
+        ("admit, admitted", "us/call", lambda: guard.admit(fence, Sequencer("orders", 35)), 1),
+        ("admit, refused", "us/call", lambda: guard.admit(fence, Sequencer("orders", 33)), 1),
+        ("admit_batch, 1,024 writes", "us/batch", lambda: guard.admit_batch(batch_fence, lock, writes), 1),
+        ("admit_stream, 1,024 tokens", "us/stream", lambda: guard.admit_stream(999, tokens), 1),
+    ]
+    print(f"python {platform.python_version()}, wasmtime {wasmtime.__version__ if hasattr(wasmtime, '__version__') else '?'}, median of {ROUNDS} rounds")
+    for name, unit, f, elements in rows:
+        print(f"{name:<28} {median(f, elements) * 1e6:8.2f} {unit}")
+
+
+if __name__ == "__main__":
+    main()

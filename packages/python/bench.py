@@ -50,7 +50,7 @@ def main() -> None:
         ("admit_batch, 1,024 writes", "us/batch", lambda: guard.admit_batch(batch_fence, lock, writes), 1),
         ("admit_stream, 1,024 tokens", "us/stream", lambda: guard.admit_stream(999, tokens), 1),
     ]
-    print(f"python {platform.python_version()}, wasmtime {metadata.version("wasmtime")}, median of {ROUNDS} rounds")
+    print(f"python {platform.python_version()}, wasmtime {metadata.version('wasmtime')}, median of {ROUNDS} rounds")
     for name, unit, f, elements in rows:
         print(f"{name:<28} {median(f, elements) * 1e6:8.2f} {unit}")
 

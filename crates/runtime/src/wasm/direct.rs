@@ -1,6 +1,6 @@
 //! The direct call path: the component's own core module, called with the
 //! canonical ABI lowered and lifted here instead of by wasmtime's component
-//! runtime (as `jco` does in JavaScript).
+//! runtime (as the Python and Node packages do).
 //!
 //! Why: a component-model call pays per-call bookkeeping (export and funcref
 //! lookups, resource scopes) that a core call does not; `docs/guard.md` has

@@ -42,11 +42,11 @@ impl StorageService {
                 match &e {
                     StorageError::QuotaExceeded { used, quota } => {
                         self.metrics.space_refused("quota");
-                        tracing::warn!(resource = %resource, used, quota, "write refused: the store's quota is reached");
+                        tracing::warn!(resource = ?resource, used, quota, "write refused: the store's quota is reached");
                     }
                     StorageError::NoSpace(why) => {
                         self.metrics.space_refused("disk_full");
-                        tracing::warn!(resource = %resource, why, "write refused: no space");
+                        tracing::warn!(resource = ?resource, why, "write refused: no space");
                     }
                     _ => {}
                 }
@@ -65,20 +65,20 @@ impl StorageService {
                 let reason = rejection.reason();
                 self.metrics.rejected(reason);
                 let high_water = fence.as_ref().map_or(0, |f| f.high_water);
-                tracing::warn!(resource = %resource, presented, high_water, reason, "write rejected by the fence");
+                tracing::warn!(resource = ?resource, presented, high_water, reason, "write rejected by the fence");
                 self.metrics.is_flapping(&resource)
             }
             WriteOutcome::TooFarAhead { max_advance, fence } => {
                 self.metrics.rejected("token_too_far_ahead");
                 let high_water = fence.high_water;
-                tracing::warn!(resource = %resource, presented, high_water, max_advance, "write refused: token too far ahead of the high-water mark");
+                tracing::warn!(resource = ?resource, presented, high_water, max_advance, "write refused: token too far ahead of the high-water mark");
                 self.metrics.is_flapping(&resource)
             }
             WriteOutcome::GuardFailed { failure, fence } => {
                 let reason = failure.reason();
                 self.metrics.guard_failed(reason);
                 let high_water = fence.as_ref().map_or(0, |f| f.high_water);
-                tracing::error!(resource = %resource, presented, high_water, reason, error = %failure, "write refused: guard failed");
+                tracing::error!(resource = ?resource, presented, high_water, reason, error = %failure, "write refused: guard failed");
                 self.metrics.is_flapping(&resource)
             }
         };
@@ -100,7 +100,7 @@ impl StorageService {
     ) -> Result<Option<Fence>, StorageError> {
         let before = self.engine.reset_fence(resource_id, to.clone(), reason).await?;
         tracing::warn!(
-            resource = %resource_id,
+            resource = ?resource_id,
             reason,
             old_lock = before.as_ref().map(|f| f.lock.as_str()),
             old_high_water = before.as_ref().map(|f| f.high_water),

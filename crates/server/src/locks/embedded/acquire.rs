@@ -138,7 +138,7 @@ impl EmbeddedLocks {
                 j.append_unacknowledged(Change::Release { name: grant.resource_id.as_str().into(), lease });
             }
         }
-        tracing::error!(error = %e, lock = %grant.resource_id, "grant undone: the lease journal could not hold it");
+        tracing::error!(error = %e, lock = ?grant.resource_id, "grant undone: the lease journal could not hold it");
         Err(e)
     }
 }

@@ -37,16 +37,25 @@ impl ServeProcess {
         Self::start_command(role, data_dir, extra, command)
     }
 
+    /// Starts `fencing serve --role storage` likewise, logging at `warn` into the file `log`.
+    pub fn start_logging(data_dir: &Path, extra: &[&str], log: &Path) -> ServeProcess {
+        let mut command = Command::new(fencing_bin());
+        command.env("FENCING_LOG", "warn").stderr(std::fs::File::create(log).expect("create the log file"));
+        Self::start_command("storage", data_dir, extra, command)
+    }
+
     fn start_command(role: &str, data_dir: &Path, extra: &[&str], mut command: Command) -> ServeProcess {
         let port = free_port();
+        let logs_elsewhere = command.get_envs().any(|(k, _)| k == "FENCING_LOG");
+        if !logs_elsewhere {
+            command.env("FENCING_LOG", "error").stderr(Stdio::inherit());
+        }
         let child = command
             .args(["serve", "--role", role, "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
             .args(extra)
-            .env("FENCING_LOG", "error")
             .env_remove("FENCING_AUTH_TOKEN_FILE")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn fencing serve");
         ServeProcess { child, base: format!("http://127.0.0.1:{port}") }

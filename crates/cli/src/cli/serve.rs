@@ -120,11 +120,13 @@ pub struct ServeArgs {
     /// Refuse (409 `token_too_far_ahead`) a write whose token is more than
     /// this far above its resource's high-water mark, so one runaway token
     /// (say 2^64-1) cannot push a resource out of every real holder's reach.
-    /// Set it well above how far tokens move between two writes (each restart
-    /// of the embedded lock service jumps them by up to 2^20), e.g. 1000000000.
-    /// A resource's first write is not bounded.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_token_advance: Option<u64>,
+    /// A resource's first write counts from 0: its token may be at most this.
+    /// Keep it well above how far tokens move between two writes (each
+    /// restart of the embedded lock service jumps them by up to 2^20).
+    /// 18446744073709551615 turns the bound off.
+    #[arg(long, default_value_t = fencing_server::storage::DEFAULT_MAX_TOKEN_ADVANCE,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_token_advance: u64,
     /// With `--store redb`: bytes kept allocated beside the store (file
     /// `storage/space-reserve`) and given back when the disk fills, so the store
     /// can reopen and accept DELETEs on a full disk; every write is accepted
@@ -324,7 +326,7 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> any
             let options = StoreOptions { space_reserve: args.space_reserve, max_bytes: args.max_store_bytes };
             let engine = RedbEngine::open_with(&dir, guard, policy, options)
                 .with_context(|| format!("open store in {}", dir.display()))?;
-            engine.set_max_token_advance(args.max_token_advance);
+            engine.set_max_token_advance(Some(args.max_token_advance));
             Arc::new(engine)
         }
         StoreKind::Postgres => {
@@ -334,7 +336,7 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> any
                 PgGuardKind::Extension => PgGuard::Extension,
             };
             let engine = PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?;
-            Arc::new(engine.with_max_token_advance(args.max_token_advance))
+            Arc::new(engine.with_max_token_advance(Some(args.max_token_advance)))
         }
     };
     let flap = FlapConfig {

@@ -52,8 +52,14 @@ async fn reset_unbricks_and_rebinds_behind_the_token_and_max_advance_refuses_run
     assert_eq!(body["max_token_advance"], 1000);
     assert_eq!(write(&base, "bounded", "bounded", 1005).await.0, 200);
 
-    // A first write is not bounded: one runaway token bricks the resource for every real holder.
-    assert_eq!(write(&base, "bricked", "bricked", u64::MAX).await.0, 200);
+    // A first write counts from 0: 2^64-1 is refused, with no fence as its evidence.
+    let (st, body) = write(&base, "first", "first", u64::MAX).await;
+    assert_eq!((st, body["reason"].as_str(), &body["fence"]), (409, Some("token_too_far_ahead"), &Value::Null));
+    assert_eq!((&body["high_water"], &body["max_token_advance"]), (&json!(0), &json!(1000)));
+    assert_eq!(write(&base, "first", "first", 1000).await.0, 200, "a first token up to the bound is admitted");
+
+    // A token far ahead within the bound still leaves the real holders behind until an operator resets it.
+    assert_eq!(write(&base, "bricked", "bricked", 1000).await.0, 200);
     let (st, body) = write(&base, "bricked", "bricked", 7).await;
     assert_eq!((st, body["reason"].as_str()), (409, Some("stale_token")));
     let reset = ["admin", "reset-fence", "bricked", "--reason", "runaway token from a test client"];
@@ -64,7 +70,7 @@ async fn reset_unbricks_and_rebinds_behind_the_token_and_max_advance_refuses_run
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((&answer["previous"]["high_water"], &answer["fence"]), (&json!(u64::MAX), &Value::Null));
+    assert_eq!((&answer["previous"]["high_water"], &answer["fence"]), (&json!(1000), &Value::Null));
     assert_eq!(write(&base, "bricked", "bricked", 7).await.0, 200, "writable again after the reset");
 
     // Re-bind: a first write under the wrong lock binds the resource; a reset moves it to the right one.

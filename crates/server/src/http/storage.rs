@@ -136,8 +136,7 @@ pub(crate) async fn write(
             (StatusCode::CONFLICT, Json(refused(rejection.reason(), fence))).into_response()
         }
         WriteOutcome::TooFarAhead { max_advance, fence } => {
-            let answer =
-                WriteRefused { max_token_advance: Some(max_advance), ..refused("token_too_far_ahead", Some(fence)) };
+            let answer = WriteRefused { max_token_advance: Some(max_advance), ..refused("token_too_far_ahead", fence) };
             (StatusCode::CONFLICT, Json(answer)).into_response()
         }
         WriteOutcome::GuardFailed { failure, fence } => {

@@ -60,9 +60,10 @@ pub enum WriteOutcome {
     Rejected { rejection: Rejection, fence: Option<Fence> },
     /// The guard could not decide; the write was refused (fail closed).
     GuardFailed { failure: GuardFailure, fence: Option<Fence> },
-    /// The token is more than `max_advance` above the fence's high-water mark
+    /// The token is more than `max_advance` above the fence's high-water mark,
+    /// or above `max_advance` itself for a resource with no fence
     /// (`--max-token-advance`); refused before the guard was asked.
-    TooFarAhead { max_advance: u64, fence: Fence },
+    TooFarAhead { max_advance: u64, fence: Option<Fence> },
 }
 
 /// An object and the fence of its resource at the time of the read.
@@ -168,10 +169,8 @@ pub(crate) fn decide(
     current: Option<Fence>,
     req: &WriteRequest,
 ) -> Result<Admission, WriteOutcome> {
-    if let Some(fence) = &current
-        && req.token > fence.high_water.saturating_add(max_advance)
-    {
-        return Err(WriteOutcome::TooFarAhead { max_advance, fence: fence.clone() });
+    if too_far_ahead(req.token, current.as_ref(), max_advance) {
+        return Err(WriteOutcome::TooFarAhead { max_advance, fence: current });
     }
     let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
     match guard.admit(current.as_ref(), &presented, policy) {
@@ -179,6 +178,19 @@ pub(crate) fn decide(
         Ok(Err(rejection)) => Err(WriteOutcome::Rejected { rejection, fence: current }),
         Ok(Ok(admission)) => Ok(admission),
     }
+}
+
+/// `--max-token-advance` when none is given: far above how far tokens move
+/// between two writes of one resource (each restart of the embedded lock
+/// service moves them by at most 2^20; etcd revisions grow by one per
+/// change), far below 2^64-1.
+pub const DEFAULT_MAX_TOKEN_ADVANCE: u64 = 1 << 40;
+
+/// Whether `token` is more than `max_advance` above `fence`'s high-water mark;
+/// a resource with no fence counts as a mark of 0, so its first write is
+/// bounded too (one runaway first token would otherwise brick it).
+pub(crate) fn too_far_ahead(token: u64, fence: Option<&Fence>, max_advance: u64) -> bool {
+    token > fence.map_or(0, |f| f.high_water).saturating_add(max_advance)
 }
 
 impl From<Admission> for WriteOutcome {

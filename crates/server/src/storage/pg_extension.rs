@@ -122,12 +122,12 @@ pub(super) async fn decide(
             .query_opt("SELECT lock, high_water, sequence FROM fencing.fences WHERE resource = $1 FOR UPDATE", &[&rid])
             .await
             .map_err(pg)?;
-        if let Some(fence) = row.map(|r| Fence {
+        let fence = row.map(|r| Fence {
             lock: r.get(0),
             high_water: r.get::<_, i64>(1) as u64,
             sequence: r.get::<_, Option<i64>>(2).map(|s| s as u64),
-        }) && req.token > fence.high_water.saturating_add(max_advance)
-        {
+        });
+        if super::too_far_ahead(req.token, fence.as_ref(), max_advance) {
             return Ok(Err(WriteOutcome::TooFarAhead { max_advance, fence }));
         }
     }

@@ -70,7 +70,7 @@ impl StorageService {
             }
             WriteOutcome::TooFarAhead { max_advance, fence } => {
                 self.metrics.rejected("token_too_far_ahead");
-                let high_water = fence.high_water;
+                let high_water = fence.as_ref().map_or(0, |f| f.high_water);
                 tracing::warn!(resource = ?resource, presented, high_water, max_advance, "write refused: token too far ahead of the high-water mark");
                 self.metrics.is_flapping(&resource)
             }

@@ -284,7 +284,7 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) ->
     }
     // The gate is the outer layer: a request for a foreign Host is refused
     // before authentication can tell a guesser anything.
-    app = fencing_server::http::gate::protect(app, args.http.host_rules());
+    app = fencing_server::http::gate::protect(app, args.http.host_rules().with_listen_port(args.listen.port()));
     let conn_metrics = ConnMetrics::register(&metrics);
     let shutdown = fencing_server::http::shutdown_signal();
     let listener =

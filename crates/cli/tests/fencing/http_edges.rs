@@ -84,7 +84,26 @@ async fn browsers_cannot_write_across_origins_or_read_through_a_rebound_name() {
     }
     let request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     assert_eq!(raw(&server, request).await.0, 200, "localhost is served");
+
+    // Hosts two readers could disagree about: two Host headers, an empty one, an absolute target elsewhere.
+    let port = base.rsplit_once(':').unwrap().1;
+    let ambiguous = [
+        format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n"),
+        "GET /metrics HTTP/1.1\r\nHost: \r\nConnection: close\r\n\r\n".into(),
+        format!("GET http://evil.example/metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"),
+    ];
+    for request in &ambiguous {
+        assert_error(request, raw(&server, request).await, 400, "invalid_field", "host");
+    }
     assert_eq!(stored(&http, base).await, after_allowed, "refused requests changed nothing");
+    // The listen address is the same origin whether or not the Host carries the port.
+    let body = write(9, "c2FtZQ==").to_string();
+    let same = format!(
+        "POST /v1/storage/write HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(raw(&server, &same).await.0, 200, "a page at the listen address writes");
+    assert_eq!(stored(&http, base).await["bytes"], "c2FtZQ==");
     assert_ne!(before, after_allowed);
 }
 

@@ -5,13 +5,17 @@
 //!   `localhost` name, or a name given with `--allowed-hosts`; otherwise 421
 //!   `host_not_allowed`. This is what defeats DNS rebinding: a page whose
 //!   name was re-pointed at 127.0.0.1 still sends its own name as `Host`.
-//!   HTTP/1.1 without `Host` is 400 `missing_host`.
+//!   HTTP/1.1 without `Host` is 400 `missing_host`; two `Host` headers, an
+//!   empty one, or an absolute-form request target naming another host than
+//!   `Host` are 400 (`field: host`): each could make two readers of the same
+//!   request disagree about where it was sent.
 //! - A request that would change something (any method but GET, HEAD,
 //!   OPTIONS) must send `Content-Type: application/json` (415 otherwise), so
 //!   a cross-origin `<form>` or a `text/plain` fetch, which browsers send
 //!   without asking, never reaches a handler; and a browser's `Origin`, when
 //!   sent, must be this server or a name given with `--allowed-origins`
-//!   (403 `cross_origin`).
+//!   (403 `cross_origin`). "This server" is the `Host` the request names,
+//!   with the listen port when the `Host` carries none.
 //! - `Transfer-Encoding` other than exactly `chunked`, and any
 //!   `Content-Encoding` but `identity`, are refused: the server would
 //!   otherwise read encoded bytes as JSON.
@@ -35,6 +39,8 @@ pub struct HostRules {
     hosts: Option<Vec<String>>,
     /// Origins (`scheme://host[:port]`, lowercase) allowed to send mutating requests.
     origins: Vec<String>,
+    /// The port the server listens on, which a `Host` without a port stands for.
+    listen_port: Option<u16>,
 }
 
 impl HostRules {
@@ -42,7 +48,14 @@ impl HostRules {
     pub fn new(hosts: &[String], origins: &[String]) -> HostRules {
         let lower = |v: &[String]| v.iter().map(|s| s.trim().to_ascii_lowercase()).collect::<Vec<_>>();
         let hosts = if hosts.iter().any(|h| h.trim() == "*") { None } else { Some(lower(hosts)) };
-        HostRules { hosts, origins: lower(origins) }
+        HostRules { hosts, origins: lower(origins), listen_port: None }
+    }
+
+    /// These rules for a server listening on `port`: a page at the listen
+    /// address is same-origin even when its `Host` leaves the port out.
+    pub fn with_listen_port(mut self, port: u16) -> HostRules {
+        self.listen_port = Some(port);
+        self
     }
 
     /// Whether a `Host` value (name or address, optional port) is accepted.
@@ -60,7 +73,14 @@ impl HostRules {
     fn allows_origin(&self, origin: &str, host: &str) -> bool {
         let origin = origin.to_ascii_lowercase();
         let authority = origin.split_once("://").map_or("", |(_, rest)| rest);
-        authority == host.to_ascii_lowercase() || self.origins.contains(&origin)
+        let host = host.to_ascii_lowercase();
+        if authority == host || self.origins.contains(&origin) {
+            return true;
+        }
+        // `Host: 127.0.0.1` from a page at `http://127.0.0.1:7070` on a server listening on 7070.
+        let (origin_name, origin_port) = split_port(authority);
+        let (host_name, host_port) = split_port(&host);
+        origin_name == host_name && host_port.is_none() && origin_port.is_some() && origin_port == self.listen_port
     }
 }
 
@@ -82,6 +102,13 @@ fn host_name(host: &str) -> &str {
     }
 }
 
+/// A `Host` or authority value as its name and its port, if it has one.
+fn split_port(host: &str) -> (&str, Option<u16>) {
+    let name = host_name(host);
+    let port = host.rsplit_once(':').filter(|(before, _)| before.len() >= name.len()).and_then(|(_, p)| p.parse().ok());
+    (name, port)
+}
+
 fn carries_body(headers: &HeaderMap) -> bool {
     headers.contains_key(header::TRANSFER_ENCODING)
         || headers.get(header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0")
@@ -90,6 +117,19 @@ fn carries_body(headers: &HeaderMap) -> bool {
 /// The first rule `req` breaks, as its answer.
 fn check(rules: &HostRules, req: &Request) -> Result<(), ApiError> {
     let headers = req.headers();
+    if headers.get_all(header::HOST).iter().nth(1).is_some() {
+        return Err(ApiError::field("host", "send one Host header, not several"));
+    }
+    if let Some(h) = headers.get(header::HOST) {
+        if h.as_bytes().trim_ascii().is_empty() {
+            return Err(ApiError::field("host", "Host is empty"));
+        }
+        if let Some(authority) = req.uri().authority()
+            && !authority.as_str().eq_ignore_ascii_case(h.to_str().unwrap_or("").trim())
+        {
+            return Err(ApiError::field("host", "the request target names another host than the Host header"));
+        }
+    }
     let host = match (headers.get(header::HOST), req.uri().authority()) {
         (Some(h), _) => h.to_str().map_err(|_| ApiError::field("host", "Host is not ASCII"))?.to_owned(),
         (None, Some(authority)) => authority.as_str().to_owned(),
@@ -244,5 +284,42 @@ mod tests {
         let mut old = request(Method::GET, &[]);
         *old.version_mut() = Version::HTTP_10;
         assert_eq!(code(&rules, old), None, "HTTP/1.0 need not send Host");
+    }
+
+    #[test]
+    fn hosts_that_readers_could_disagree_about_are_refused() {
+        let rules = HostRules::default();
+        let two = request(Method::GET, &[("host", "127.0.0.1:7070"), ("host", "evil.example")]);
+        assert_eq!(code(&rules, two), Some("invalid_field"));
+        assert_eq!(code(&rules, request(Method::GET, &[("host", "")])), Some("invalid_field"));
+        assert_eq!(code(&rules, request(Method::GET, &[("host", "  ")])), Some("invalid_field"));
+        let absolute = |target: &str, host: &'static str| {
+            let mut req = request(Method::GET, &[("host", host)]);
+            *req.uri_mut() = target.parse().unwrap();
+            req
+        };
+        let other = absolute("http://evil.example/v1/storage/fence/a", "127.0.0.1:7070");
+        assert_eq!(code(&rules, other), Some("invalid_field"));
+        let same = absolute("http://127.0.0.1:7070/v1/storage/fence/a", "127.0.0.1:7070");
+        assert_eq!(code(&rules, same), None, "an absolute-form target that agrees with Host");
+        let e = check(&rules, &request(Method::GET, &[("host", "")])).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (StatusCode::BAD_REQUEST, Some("host")));
+    }
+
+    #[test]
+    fn the_listen_address_is_same_origin_with_or_without_the_port_in_host() {
+        let rules = HostRules::default().with_listen_port(7070);
+        let json = ("content-type", "application/json");
+        let page = |host: &'static str, origin: &'static str| {
+            request(Method::POST, &[("host", host), json, ("origin", origin)])
+        };
+        assert_eq!(code(&rules, page("127.0.0.1", "http://127.0.0.1:7070")), None);
+        assert_eq!(code(&rules, page("127.0.0.1:7070", "http://127.0.0.1:7070")), None);
+        assert_eq!(code(&rules, page("[::1]", "http://[::1]:7070")), None);
+        assert_eq!(code(&rules, page("127.0.0.1", "http://127.0.0.1:8080")), Some("cross_origin"));
+        assert_eq!(code(&rules, page("127.0.0.1", "http://localhost:7070")), Some("cross_origin"));
+        assert_eq!(code(&rules, page("127.0.0.1:9", "http://127.0.0.1:7070")), Some("cross_origin"));
+        let without = HostRules::default();
+        assert_eq!(code(&without, page("127.0.0.1", "http://127.0.0.1:7070")), Some("cross_origin"));
     }
 }

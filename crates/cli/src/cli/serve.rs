@@ -268,12 +268,16 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) ->
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     let metrics = Metrics::new();
     let mut app = Router::new();
-    if args.role.storage() {
-        app = app.merge(storage_router(&args, &metrics, auth.is_some()).await?);
-    }
+    // The lock service opens first: its journal is rewritten at start, and on
+    // a nearly full disk that must come before the store takes its space
+    // reserve back (the store runs without the reserve; the lock service
+    // cannot run without its journal).
     if args.role.locks() {
         let locks = lock_service(&args.locks, &args.data_dir, &metrics).await?;
         app = app.merge(fencing_server::http::locks::router(locks));
+    }
+    if args.role.storage() {
+        app = app.merge(storage_router(&args, &metrics, auth.is_some()).await?);
     }
     let m = metrics.clone();
     app = app.route("/metrics", get(move || std::future::ready(m.handler())));

@@ -166,3 +166,54 @@ async fn a_full_disk_refuses_with_507_loses_nothing_and_recovers_without_a_resta
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("No space left on device") && stderr.contains("free some space"), "{stderr}");
 }
+
+/// Bytes free on the file system of `path`, as `df` reports them.
+fn free_bytes(path: &Path) -> u64 {
+    let out = Command::new("df").args(["--output=avail", "-B1"]).arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// A file of `bytes` bytes (written, so the blocks are taken).
+fn filler_bytes(dir: &Path, bytes: u64) -> PathBuf {
+    let path = dir.join(format!("filler-{bytes}b"));
+    std::fs::write(&path, vec![1u8; bytes as usize]).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_roles_start_on_a_nearly_full_disk_and_clean_what_a_failed_rewrite_left() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let fs = Tmpfs::mount("64m");
+    let data = fs.path().join("data");
+    let mut server = ServeProcess::start_role("all", &data, &[]);
+    server.ready().await;
+    let http = reqwest::Client::new();
+    // 17 MiB held outside, then the store fills the rest: it gives its space reserve back.
+    let outside = filler(fs.path(), 17);
+    let n = fill(&http, &server.base, 0).await;
+    assert!(n > 0);
+    server.kill9();
+    // What a rewrite that ran out of space leaves behind (zero-byte temporary files).
+    for leftover in ["locks-leases.tmp", "locks-clock.tmp"] {
+        std::fs::write(data.join(leftover), b"").unwrap();
+    }
+    // About 17 MiB free: the store takes its 16 MiB reserve back only after the
+    // lock service has rewritten its journal, so both start.
+    std::fs::remove_file(outside).unwrap();
+    let free = free_bytes(fs.path());
+    assert!(free > 17 << 20, "{free} bytes free");
+    let _rest = filler_bytes(fs.path(), free - (17 << 20));
+    let mut server = ServeProcess::start_role("all", &data, &[]);
+    server.ready().await;
+    for leftover in ["locks-leases.tmp", "locks-clock.tmp"] {
+        assert!(!data.join(leftover).exists(), "{leftover} was not cleaned");
+    }
+    let acquire = json!({"resource_id": "disk", "client_id": "test", "lease_duration_ms": 10_000});
+    let resp = http.post(format!("{}/v1/locks/acquire", server.base)).json(&acquire).send().await.unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!(status, 200, "{}", resp.text().await.unwrap());
+    all_intact(&http, &server.base, 0..n).await;
+}

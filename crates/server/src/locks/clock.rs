@@ -73,6 +73,10 @@ impl GenerationClock {
             Some(dir) => {
                 fs::create_dir_all(dir).map_err(|cause| ClockError::Io { path: dir.to_path_buf(), cause })?;
                 let lock = lock_dir(dir)?;
+                // A temporary file is only ever the part of a write that had not
+                // been renamed over the state yet: never the state itself.
+                remove_leftover(&dir.join(format!("{CLOCK_FILE}.tmp")))
+                    .map_err(|cause| ClockError::Io { path: dir.join(format!("{CLOCK_FILE}.tmp")), cause })?;
                 (read_state(&dir.join(CLOCK_FILE))?, Some(lock))
             }
         };
@@ -172,6 +176,14 @@ fn read_state(path: &Path) -> Result<ClockState, ClockError> {
     match (ceiling, max_lease) {
         (Some(ceiling), Some(max_lease_ms)) => Ok(ClockState { ceiling, max_lease_ms }),
         _ => Err(corrupt("missing ceiling or max_lease_ms")),
+    }
+}
+
+/// Removes `path` if it exists.
+pub(crate) fn remove_leftover(path: &Path) -> std::io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

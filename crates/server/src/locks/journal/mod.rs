@@ -232,10 +232,28 @@ impl Journal {
     /// file is rewritten with exactly those leases before the syncer starts.
     pub fn open(dir: &Path, options: JournalOptions) -> Result<(Journal, Opened), JournalError> {
         let path = dir.join(JOURNAL_FILE);
+        // A rewrite that failed (a full disk) leaves its temporary file; the
+        // journal itself is only ever replaced by a rename, so it is intact.
+        let tmp = dir.join(format!("{JOURNAL_FILE}.tmp"));
+        crate::locks::clock::remove_leftover(&tmp).map_err(|e| io_error(&tmp, &e))?;
         let replayed = replay(&path)?;
         let grace_ms = replayed.grace_ms(options.boot_id.as_deref());
         let mut syncer = Syncer::new(dir, &options, &replayed.leases);
-        let file = syncer.fill(None, 0)?;
+        let file = syncer.fill(None, 0).map_err(|e| {
+            // Leave nothing behind, and say what the start needs.
+            let _ = fs::remove_file(&tmp);
+            match e {
+                JournalError::Io { path, message } if message.contains("No space left") => JournalError::Io {
+                    path,
+                    message: format!(
+                        "{message}: the lease journal is rewritten at start and needs about {} MiB free in {}",
+                        (PREALLOCATE_BYTES >> 20).max(1),
+                        dir.display()
+                    ),
+                },
+                e => e,
+            }
+        })?;
         let state = State {
             file,
             background: options.background_grants,

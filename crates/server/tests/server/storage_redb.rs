@@ -78,7 +78,9 @@ async fn a_reset_is_logged_with_its_reason_and_both_fences() {
     assert_eq!(before.map(|f| f.high_water), Some(42));
     let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     let line = log.lines().find(|l| l.contains("fence reset by an operator")).unwrap_or_else(|| panic!("{log}"));
-    for part in ["WARN", "resource=logged", "ticket 123: runaway client", "old_high_water=42", "old_lock=\"logged\""] {
+    for part in
+        ["WARN", "resource=\"logged\"", "ticket 123: runaway client", "old_high_water=42", "old_lock=\"logged\""]
+    {
         assert!(line.contains(part), "{part} missing from {line}");
     }
 }

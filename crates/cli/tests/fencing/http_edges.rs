@@ -154,6 +154,22 @@ async fn loose_edges_get_a_clear_4xx() {
     }
     let resp = http.get(format!("{base}/v1/locks/status?resource_id=a&resource_id=b")).send().await.unwrap();
     assert_error("status repeated key", answer(resp).await, 400, "invalid_field", "resource_id");
+    // Routes that read no query refuse one, as the GET routes do.
+    let resp = http.post(format!("{base}/v1/storage/write?dry_run=1")).json(&write(12, "YmFk")).send().await.unwrap();
+    assert_error("query on a POST", answer(resp).await, 400, "invalid_field", "dry_run");
+    for path in ["/metrics?x=1", "/openapi.json?format=yaml"] {
+        let resp = http.get(format!("{base}{path}")).send().await.unwrap();
+        let field = if path.starts_with("/metrics") { "x" } else { "format" };
+        assert_error(path, answer(resp).await, 400, "invalid_field", field);
+    }
+    // A body is an object: an array of the fields in order is refused, at the top or inside.
+    let positional = json!([RESOURCE, 13, {"file_path": "/f", "mutation_type": "PUT", "bytes": "YmFk"}]);
+    let resp = http.post(format!("{base}/v1/storage/write")).json(&positional).send().await.unwrap();
+    assert_error("array body", answer(resp).await, 400, "invalid_field", "body");
+    let mut nested = write(13, "YmFk");
+    nested["write_payload"] = json!(["/f", "PUT", "YmFk"]);
+    let resp = http.post(format!("{base}/v1/storage/write")).json(&nested).send().await.unwrap();
+    assert_error("array payload", answer(resp).await, 400, "invalid_field", "body");
 
     // A misspelt field is refused, not ignored (an ignored `sequnce` would write unsequenced).
     let mut misspelt = write(10, "YmFk");

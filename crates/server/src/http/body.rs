@@ -52,8 +52,15 @@ impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for He
 
 /// Decodes JSON, naming the path of the first field that failed (a missing
 /// field by its own path, not its parent's). Anything but whitespace after the
-/// value is refused as malformed.
+/// value is refused as malformed, and so is an array anywhere: every request
+/// body of this API is an object of scalars and objects (the OpenAPI test
+/// `request_bodies_hold_no_arrays` keeps it so), while serde would read an
+/// array as a record's fields in order.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if let Some(at) = first_array(bytes) {
+        let message = format!("a JSON array at byte {at}: request bodies are JSON objects, fields by name");
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_field", message).with_field("body"));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -70,6 +77,22 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()).with_field("body"))?;
     Ok(value)
+}
+
+/// The offset of the first `[` outside a JSON string, if any.
+fn first_array(bytes: &[u8]) -> Option<usize> {
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, &b) in bytes.iter().enumerate() {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (false, _, b'"') => in_string = true,
+            (false, _, b'[') => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The field serde names in "missing field `name`" (it reports the parent's path).
@@ -111,6 +134,20 @@ mod tests {
         assert_eq!((e.code, e.field.as_deref()), ("invalid_field", Some("outer.n")));
         let e = decode_json::<Body>(br#"{}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("outer"));
+    }
+
+    #[test]
+    fn arrays_are_refused_anywhere_but_inside_strings() {
+        for body in [&br#"[{"n":7}]"#[..], br#"{"outer":[7]}"#, br#" [7]"#] {
+            let e = decode_json::<Body>(body).unwrap_err();
+            assert_eq!(
+                (e.status, e.code, e.field.as_deref()),
+                (StatusCode::BAD_REQUEST, "invalid_field", Some("body"))
+            );
+        }
+        assert!(decode_json::<Body>(br#"{"outer":{"n":7}}"#).is_ok());
+        assert_eq!(first_array(br#"{"a":"[x]","b":"q\"[","c":[1]}"#), Some(26));
+        assert_eq!(first_array(br#"{"a":"\\","b":"["}"#), None, "an escaped backslash ends before the quote");
     }
 
     #[test]

@@ -16,6 +16,9 @@
 //!   sent, must be this server or a name given with `--allowed-origins`
 //!   (403 `cross_origin`). "This server" is the `Host` the request names,
 //!   with the listen port when the `Host` carries none.
+//! - A request to a route that reads no query (every POST, `/metrics`,
+//!   `/openapi.json`) is refused with 400 naming the first parameter it
+//!   carries, as the GET routes refuse parameters they do not take.
 //! - `Transfer-Encoding` other than exactly `chunked`, and any
 //!   `Content-Encoding` but `identity`, are refused: the server would
 //!   otherwise read encoded bytes as JSON.
@@ -145,6 +148,9 @@ fn check(rules: &HostRules, req: &Request) -> Result<(), ApiError> {
             host_name(&host)
         );
         return Err(ApiError::new(StatusCode::MISDIRECTED_REQUEST, "host_not_allowed", message).with_field("host"));
+    }
+    if is_mutating(req.method()) || matches!(req.uri().path(), "/metrics" | "/openapi.json") {
+        super::query::Params::parse(req.uri().query(), &[])?;
     }
     if let Some(te) = headers.get(header::TRANSFER_ENCODING)
         && !te.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked")
@@ -284,6 +290,23 @@ mod tests {
         let mut old = request(Method::GET, &[]);
         *old.version_mut() = Version::HTTP_10;
         assert_eq!(code(&rules, old), None, "HTTP/1.0 need not send Host");
+    }
+
+    #[test]
+    fn routes_that_read_no_query_refuse_one() {
+        let rules = HostRules::default();
+        let at = |method: Method, target: &str| {
+            let mut req = request(method, &[("host", "127.0.0.1"), ("content-type", "application/json")]);
+            *req.uri_mut() = target.parse().unwrap();
+            check(&rules, &req).err().map(|e| (e.code, e.field))
+        };
+        let refused = |field: &str| Some(("invalid_field", Some(field.to_owned())));
+        assert_eq!(at(Method::POST, "/v1/storage/write?debug=1"), refused("debug"));
+        assert_eq!(at(Method::GET, "/metrics?x=1"), refused("x"));
+        assert_eq!(at(Method::GET, "/openapi.json?format=yaml"), refused("format"));
+        assert_eq!(at(Method::POST, "/v1/storage/write"), None);
+        assert_eq!(at(Method::POST, "/v1/storage/write?"), None, "an empty query carries nothing");
+        assert_eq!(at(Method::GET, "/v1/storage/fence?resource_id=a"), None, "GET routes check their own");
     }
 
     #[test]

@@ -21,12 +21,13 @@ impl Params {
             let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
             let key = decode(raw_key).map_err(|why| ApiError::field("query", format!("parameter name: {why}")))?;
             let Some(&known) = allowed.iter().find(|k| **k == key) else {
-                let expected = allowed.join(", ");
+                let takes = if allowed.is_empty() {
+                    "this endpoint takes no query parameters".to_owned()
+                } else {
+                    format!("this endpoint takes {}", allowed.join(", "))
+                };
                 let field = if key.is_empty() { "query".to_owned() } else { key };
-                return Err(ApiError::field(
-                    field,
-                    format!("unknown query parameter (this endpoint takes {expected})"),
-                ));
+                return Err(ApiError::field(field, format!("unknown query parameter ({takes})")));
             };
             let value = decode(raw_value).map_err(|why| ApiError::field(known, why))?;
             if params.insert(known, value).is_some() {

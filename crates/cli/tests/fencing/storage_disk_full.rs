@@ -155,16 +155,26 @@ async fn a_full_disk_refuses_with_507_loses_nothing_and_recovers_without_a_resta
 
     // A lock service cannot start on a full disk, and says exactly why.
     std::fs::create_dir(fs.path().join("locks")).unwrap();
-    let _full = filler(fs.path(), 64);
-    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
-        .args(["serve", "--role", "locks", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(fs.path().join("locks"))
-        .env("FENCING_LOG", "error")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let full = filler(fs.path(), 64);
+    let start_locks = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+            .args(["serve", "--role", "locks", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(fs.path().join("locks"))
+            .env("FENCING_LOG", "error")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = start_locks();
     assert!(stderr.contains("No space left on device") && stderr.contains("free some space"), "{stderr}");
+
+    // With room for the clock but not for the journal's rewrite, the start says what the journal needs.
+    std::fs::remove_file(full).unwrap();
+    let _most = filler_bytes(fs.path(), free_bytes(fs.path()) - (1 << 20));
+    let stderr = start_locks();
+    assert!(stderr.contains("needs about 4 MiB free"), "the start says what it needs: {stderr}");
+    assert!(!fs.path().join("locks/locks-leases.tmp").exists(), "the failed rewrite left its temporary file");
 }
 
 /// Bytes free on the file system of `path`, as `df` reports them.

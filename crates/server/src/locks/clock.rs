@@ -75,8 +75,8 @@ impl GenerationClock {
                 let lock = lock_dir(dir)?;
                 // A temporary file is only ever the part of a write that had not
                 // been renamed over the state yet: never the state itself.
-                remove_leftover(&dir.join(format!("{CLOCK_FILE}.tmp")))
-                    .map_err(|cause| ClockError::Io { path: dir.join(format!("{CLOCK_FILE}.tmp")), cause })?;
+                let tmp = dir.join(format!("{CLOCK_FILE}.tmp"));
+                remove_leftover(&tmp).map_err(|cause| ClockError::Io { path: tmp, cause })?;
                 (read_state(&dir.join(CLOCK_FILE))?, Some(lock))
             }
         };
@@ -180,7 +180,7 @@ fn read_state(path: &Path) -> Result<ClockState, ClockError> {
 }
 
 /// Removes `path` if it exists.
-pub(crate) fn remove_leftover(path: &Path) -> std::io::Result<()> {
+fn remove_leftover(path: &Path) -> std::io::Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
@@ -216,6 +216,19 @@ mod tests {
         drop(clock);
         let (_, prev) = GenerationClock::open(Some(dir.path())).unwrap();
         assert_eq!(prev, ClockState { ceiling: 1000, max_lease_ms: 500 });
+    }
+
+    #[test]
+    fn a_temporary_file_left_by_a_failed_write_is_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (clock, _) = GenerationClock::open(Some(dir.path())).unwrap();
+        clock.advance(1000, 500).unwrap();
+        drop(clock);
+        let tmp = dir.path().join(format!("{CLOCK_FILE}.tmp"));
+        fs::write(&tmp, "").unwrap();
+        let (_, prev) = GenerationClock::open(Some(dir.path())).unwrap();
+        assert!(!tmp.exists(), "the leftover is gone before anything is written");
+        assert_eq!(prev, ClockState { ceiling: 1000, max_lease_ms: 500 }, "the state itself is kept");
     }
 
     #[test]

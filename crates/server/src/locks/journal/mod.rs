@@ -122,7 +122,7 @@ pub enum Change {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum JournalError {
     #[error("lease journal {path}: {message}")]
-    Io { path: PathBuf, message: String },
+    Io { path: PathBuf, message: String, kind: std::io::ErrorKind },
     #[error("lease journal {path} is corrupt at byte {offset}: {detail}")]
     Corrupt { path: PathBuf, offset: u64, detail: String },
     #[error("lease journal writer stopped")]
@@ -232,24 +232,24 @@ impl Journal {
     /// file is rewritten with exactly those leases before the syncer starts.
     pub fn open(dir: &Path, options: JournalOptions) -> Result<(Journal, Opened), JournalError> {
         let path = dir.join(JOURNAL_FILE);
-        // A rewrite that failed (a full disk) leaves its temporary file; the
-        // journal itself is only ever replaced by a rename, so it is intact.
-        let tmp = dir.join(format!("{JOURNAL_FILE}.tmp"));
-        crate::locks::clock::remove_leftover(&tmp).map_err(|e| io_error(&tmp, &e))?;
         let replayed = replay(&path)?;
         let grace_ms = replayed.grace_ms(options.boot_id.as_deref());
         let mut syncer = Syncer::new(dir, &options, &replayed.leases);
+        // The rewrite's temporary file replaces (truncates) any a crash left.
+        // A rewrite that fails leaves none behind (the journal itself is only
+        // ever replaced by a rename, so it is intact) and, on a full disk,
+        // says what the start needs.
         let file = syncer.fill(None, 0).map_err(|e| {
-            // Leave nothing behind, and say what the start needs.
-            let _ = fs::remove_file(&tmp);
+            let _ = fs::remove_file(dir.join(format!("{JOURNAL_FILE}.tmp")));
             match e {
-                JournalError::Io { path, message } if message.contains("No space left") => JournalError::Io {
+                JournalError::Io { path, message, kind: kind @ std::io::ErrorKind::StorageFull } => JournalError::Io {
                     path,
                     message: format!(
                         "{message}: the lease journal is rewritten at start and needs about {} MiB free in {}",
-                        (PREALLOCATE_BYTES >> 20).max(1),
+                        PREALLOCATE_BYTES >> 20,
                         dir.display()
                     ),
+                    kind,
                 },
                 e => e,
             }
@@ -412,7 +412,7 @@ impl Shared {
 }
 
 fn io_error(path: &Path, e: &std::io::Error) -> JournalError {
-    JournalError::Io { path: path.to_path_buf(), message: e.to_string() }
+    JournalError::Io { path: path.to_path_buf(), message: e.to_string(), kind: e.kind() }
 }
 
 #[cfg(test)]

@@ -134,8 +134,9 @@ class Core:
             if required:
                 raise ContractError(f"the module has no function {name}")
             return None  # type: ignore[return-value]
-        if len(func.type(self.store).params) != arity:
-            raise ContractError(f"{name} takes {len(func.type(self.store).params)} values, not {arity}")
+        ty = func.type(self.store)
+        if len(ty.params) != arity:
+            raise ContractError(f"{name} takes {len(ty.params)} values, not {arity}")
         if _UNCHECKED is None:
 
             def checked(*args: int) -> int:
@@ -143,7 +144,7 @@ class Core:
                 return 0 if result is None else result & 0xFFFFFFFF
 
             return checked
-        results = len(func.type(self.store).results)
+        results = len(ty.results)
         raw = (_RAW * max(arity, results, 1))()
         # Every argument is written as an int64 into the low 8 bytes of its
         # 16-byte slot, all in one slice assignment (a field write per value

@@ -156,12 +156,22 @@ pub struct HttpArgs {
     /// A request body may stall this long between two parts (then 408 `body_timeout`).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub body_timeout: Duration,
+    /// After `--body-timeout`, a request body must have arrived at this average rate or faster
+    /// (bytes per second; then 408 `body_timeout`), so a body's total time is bounded.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_min_rate: u64,
+    /// Most acquisitions with `wait_ms` one client address may have waiting at once (more get
+    /// 503 `too_many_waiting`). Waiting acquisitions and slow bodies together hold at most three
+    /// quarters of `--max-connections`; the rest is kept for quick requests.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_waiting_per_client: u64,
     /// A response write may wait this long for the client to read before the connection is closed.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub write_timeout: Duration,
     /// Most connections served at once; at the cap the longest-idle connection is closed to make
     /// room, or the new one is answered 503 if none is idle. Default: the open-file limit (raised
-    /// to its hard limit at start) less 256 descriptors kept for the store and clients.
+    /// to its hard limit at start) less 256 descriptors kept for the store and clients and one in
+    /// nine kept for request bodies spooled to temporary files.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: Option<u64>,
     /// On SIGTERM or ctrl-c: how long requests in progress may take to finish before the process exits anyway.
@@ -193,17 +203,21 @@ impl HttpArgs {
         }
         let fds = fencing_server::http::conn::raise_fd_limit().context("raise the open-file limit")?;
         let room = fds.saturating_sub(fencing_server::http::conn::RESERVED_FDS).max(16);
+        // Every connection holds a socket, and a spooled body one file more: the
+        // spool slots and the connections share what the limit leaves.
+        let spool_files = (room / 9).clamp(2, 4096);
         let max = match self.max_connections {
-            Some(n) if n > room => {
+            Some(n) if n + spool_files > room => {
                 tracing::warn!(
                     max_connections = n,
+                    spool_files,
                     open_file_limit = fds,
                     "--max-connections is above what the open-file limit leaves room for"
                 );
                 n
             }
             Some(n) => n,
-            None => room.min(65_536),
+            None => (room - spool_files).min(65_536),
         };
         Ok(ConnLimits {
             header_timeout: self.header_timeout,
@@ -211,6 +225,9 @@ impl HttpArgs {
             body_timeout: self.body_timeout,
             write_timeout: self.write_timeout,
             max_connections: usize::try_from(max).unwrap_or(usize::MAX),
+            body_min_rate: self.body_min_rate,
+            max_waiting_per_client: usize::try_from(self.max_waiting_per_client).unwrap_or(usize::MAX),
+            spool_files: spool_files as usize,
             shutdown_timeout: self.shutdown_timeout,
         })
     }

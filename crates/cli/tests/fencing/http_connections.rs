@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn addr(server: &ServeProcess) -> String {
+pub(crate) fn addr(server: &ServeProcess) -> String {
     server.base.trim_start_matches("http://").to_owned()
 }
 

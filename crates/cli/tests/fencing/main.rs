@@ -12,6 +12,7 @@ mod chaos_cluster;
 mod chaos_process_groups;
 mod chaos_report;
 mod hostile;
+mod http_busy;
 mod http_connections;
 mod http_edges;
 mod locks_demo;

@@ -9,8 +9,10 @@
 //!   minute cannot hold a connection;
 //! - **busy** (a request is in the service, until its response body is
 //!   written): the request body may stall at most `body_timeout` between
-//!   frames (408), and every write of the response may wait at most
-//!   `write_timeout` for the peer to read.
+//!   frames (408) and must keep to `body_min_rate` overall, and every write
+//!   of the response may wait at most `write_timeout` for the peer to read.
+//!   Requests that stay busy for long (slow bodies, waiting acquisitions,
+//!   spooled bodies) draw on the [`Budget`] `budget.rs` describes.
 //!
 //! Invariants:
 //! - at most `max_connections` connections are served at once (the accept
@@ -22,6 +24,7 @@
 //!   service close at once, busy ones finish their request, and after
 //!   `shutdown_timeout` the loop returns whatever is still open.
 
+use super::budget::{Budget, Peer};
 use super::spool::MAX_BODY_BYTES;
 use axum::Router;
 use axum::body::Body;
@@ -59,6 +62,12 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// Longest a shutdown waits for requests in progress.
     pub shutdown_timeout: Duration,
+    /// Slowest average a request body may arrive at after `body_timeout` (bytes per second).
+    pub body_min_rate: u64,
+    /// Most acquisitions one client address may have waiting at once.
+    pub max_waiting_per_client: usize,
+    /// Most request bodies spooled to temporary files at once (each holds a descriptor).
+    pub spool_files: usize,
 }
 
 impl Default for ConnLimits {
@@ -70,6 +79,9 @@ impl Default for ConnLimits {
             write_timeout: Duration::from_secs(30),
             max_connections: 4096,
             shutdown_timeout: Duration::from_secs(10),
+            body_min_rate: 1024,
+            max_waiting_per_client: 16,
+            spool_files: 256,
         }
     }
 }
@@ -402,6 +414,13 @@ pub async fn serve_with(
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(limits.body_timeout));
     let registry = Arc::new(Registry::default());
+    let budget = Arc::new(Budget::new(
+        limits.max_connections,
+        limits.spool_files,
+        limits.max_waiting_per_client,
+        limits.body_min_rate,
+        limits.body_timeout,
+    ));
     let refusals = Arc::new(Semaphore::new(64));
     let (stop, stopping) = watch::channel(false);
     let mut last_accept_warning: Option<Instant> = None;
@@ -444,7 +463,9 @@ pub async fn serve_with(
         }
         let (id, state) = registry.insert();
         metrics.open.inc();
-        let conn = Conn { state, app: app.clone(), limits, stopping: stopping.clone() };
+        let peer = tcp.peer_addr().map(|a| a.ip()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let peer = Peer::new(budget.clone(), peer);
+        let conn = Conn { state, app: app.clone(), limits, peer, stopping: stopping.clone() };
         let (registry, metrics) = (registry.clone(), metrics.clone());
         tokio::spawn(async move {
             let reason = conn.run(tcp).await;
@@ -473,6 +494,7 @@ struct Conn {
     state: Arc<ConnState>,
     app: Router,
     limits: ConnLimits,
+    peer: Peer,
     stopping: watch::Receiver<bool>,
 }
 
@@ -483,10 +505,12 @@ impl Conn {
         let io = TokioIo::new(Deadlines::new(tcp, state.clone(), self.limits));
         let app = self.app.clone();
         let service_state = state.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let peer = self.peer.clone();
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             service_state.begin();
             let busy = Busy(service_state.clone());
             let app = app.clone();
+            req.extensions_mut().insert(peer.clone());
             async move {
                 let response = app.oneshot(req.map(Body::new)).await?;
                 Ok::<_, std::convert::Infallible>(response.map(|body| Tracked { body, _busy: busy }))

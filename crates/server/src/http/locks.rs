@@ -7,18 +7,21 @@
 //! false, "reason", "remaining_lease_ms"}`; renew/release 200, or 409
 //! `wrong_lease` / 410 `lease_expired` naming `lock_token`; invalid input 400
 //! naming the field; a backend that cannot answer, or a lock table at its
-//! `--max-held-locks` cap (`too_many_locks`), 503.
+//! `--max-held-locks` cap (`too_many_locks`), 503; an acquisition that would
+//! wait beyond its client's or the server's allowance (`budget.rs`), 503
+//! `too_many_waiting` naming `wait_ms`.
 
 use super::ApiError;
 use super::ErrorBody;
 use super::body::{ApiJson, decode_json};
+use super::budget::Peer;
 use super::query::Params;
 use crate::locks::{Acquired, LockError, LockService, ValidAcquire};
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use fencing_api::wire::locks::{AcquireRequest, Grant, LeaseRef, Refusal, Released, Renewed, Status};
 use std::sync::Arc;
 
@@ -47,10 +50,20 @@ pub fn decode_acquire(bytes: &[u8]) -> Result<ValidAcquire, ApiError> {
     responses(
         (status = 200, description = "Granted", body = Grant),
         (status = 409, description = "Held by another lease", body = Refusal),
-        (status = 503, description = "At the held-lease cap, or the backend cannot answer", body = ErrorBody),
+        (status = 503, description = "At the held-lease cap, too many acquisitions waiting (`too_many_waiting`), or the backend cannot answer", body = ErrorBody),
     ))]
-pub(crate) async fn acquire(State(svc): Svc, ApiJson(req): ApiJson<AcquireRequest>) -> Result<Response, ApiError> {
+pub(crate) async fn acquire(
+    State(svc): Svc,
+    peer: Option<Extension<Peer>>,
+    ApiJson(req): ApiJson<AcquireRequest>,
+) -> Result<Response, ApiError> {
+    let waits = req.wait_ms.is_some_and(|ms| ms > 0);
     let req = ValidAcquire::new(req).map_err(api_error)?;
+    // Held until the answer: a waiting acquisition counts against its client's allowance.
+    let _slot = match peer {
+        Some(Extension(peer)) if waits => Some(peer.wait()?),
+        _ => None,
+    };
     match svc.acquire(req).await.map_err(api_error)? {
         Acquired::Granted(grant) => Ok(Json(grant).into_response()),
         Acquired::Refused(refusal) => Ok((StatusCode::CONFLICT, Json(refusal)).into_response()),

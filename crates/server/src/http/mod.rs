@@ -1,7 +1,8 @@
 //! HTTP plumbing shared by every API: JSON errors that name the offending
 //! field. Request bodies (limit and JSON decoding) are `body.rs`, how they are
 //! received without a copy in memory per slow sender `spool.rs`; the accept
-//! loop and connection bounds `conn.rs`; the checks every request passes
+//! loop and connection bounds `conn.rs`, what bounds requests that hold a
+//! connection for long `budget.rs`; the checks every request passes
 //! first (Host, media type, origin, framing) `gate.rs`; query strings `query.rs`.
 //!
 //! Error bodies have one shape: `{"error": {"code", "message", "field"?}}`,
@@ -10,6 +11,7 @@
 pub mod admin;
 pub mod auth;
 pub mod body;
+pub mod budget;
 pub mod conn;
 pub mod gate;
 pub mod locks;
@@ -20,7 +22,8 @@ pub mod storage;
 
 pub use conn::{ConnLimits, ConnMetrics};
 
-use spool::{BODY_TIMEOUT, BODY_TOO_LARGE};
+use budget::SERVER_BUSY;
+use spool::{BODY_TIMEOUT, BODY_TOO_LARGE, OUT_OF_DESCRIPTORS};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -87,11 +90,14 @@ impl IntoResponse for ApiError {
         let body =
             ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message, field: self.field } };
         let mut response = (self.status, axum::Json(body)).into_response();
-        if self.code == BODY_TOO_LARGE || self.code == BODY_TIMEOUT {
+        if [BODY_TOO_LARGE, BODY_TIMEOUT, SERVER_BUSY, OUT_OF_DESCRIPTORS].contains(&self.code) {
             // The rest of the body was never read, so the connection cannot
             // carry another request: say so, and a client will not reuse it.
             // (An `object_too_large` 413 comes after the whole body was read.)
             response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }
         response
     }

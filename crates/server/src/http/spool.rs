@@ -18,17 +18,22 @@
 //!   is read up to the limit, so it is still writing when the answer comes,
 //!   and reads it rather than a reset);
 //! - a stall past the body timeout is a 408 (the timeout layer's error,
-//!   recognised here);
+//!   recognised here), and so is a body below the minimum rate; a slow body
+//!   and a spooled one each take a slot of the server's budget (`budget.rs`),
+//!   503 when none is free, as when the process is out of descriptors;
 //! - the temporary file never has a name (`O_TMPFILE`, or unlinked at
 //!   creation, in `TMPDIR`), so no exit, kill -9 included, leaves it behind;
 //! - a body that fails any of this reaches no handler, so it changes nothing.
 
 use super::ApiError;
+use super::budget::{Peer, SLOW_AFTER, Slot};
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use futures::StreamExt;
 use std::io::{Read, Seek, SeekFrom};
 use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
+
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Largest request body any endpoint accepts (bytes). Larger bodies get 413.
@@ -39,6 +44,9 @@ pub(super) const BODY_TOO_LARGE: &str = "body_too_large";
 
 /// The code of the 408 for a body that stalled: the rest was never read.
 pub(super) const BODY_TIMEOUT: &str = "body_timeout";
+
+/// The code of the 503 when the process has no descriptor left for a spool file.
+pub(super) const OUT_OF_DESCRIPTORS: &str = "out_of_descriptors";
 
 /// Bytes of a body kept in memory; past this the body is spooled to disk.
 pub const SPOOL_AFTER: usize = 64 << 10;
@@ -76,12 +84,14 @@ pub async fn receive(req: Request) -> Result<Received, ApiError> {
         // The client waits for a go-ahead before sending: it hears the refusal instead.
         return Err(too_large());
     }
+    let peer = req.extensions().get::<Peer>().cloned();
     let mut stream = req.into_body().into_data_stream();
     let mut memory = Vec::new();
     let mut file: Option<tokio::fs::File> = None;
+    let mut slots = Slots::default();
+    let start = Instant::now();
     let mut total = 0usize;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(body_error)?;
+    while let Some(chunk) = next_chunk(&mut stream, peer.as_ref(), &mut slots, start, total).await? {
         total += chunk.len();
         if total > MAX_BODY_BYTES {
             return Err(too_large());
@@ -90,6 +100,7 @@ pub async fn receive(req: Request) -> Result<Received, ApiError> {
             Some(f) => f.write_all(&chunk).await.map_err(spool_error)?,
             None if memory.len() + chunk.len() <= SPOOL_AFTER => memory.extend_from_slice(&chunk),
             None => {
+                slots.spool = peer.as_ref().map(Peer::spool).transpose()?;
                 let std = tokio::task::spawn_blocking(tempfile::tempfile)
                     .await
                     .map_err(ApiError::internal)?
@@ -119,6 +130,41 @@ pub async fn receive(req: Request) -> Result<Received, ApiError> {
     Ok(Received { bytes, permit: Held(Some(permit)) })
 }
 
+/// The slots a body holds while it arrives and is read back.
+#[derive(Default)]
+struct Slots {
+    /// Taken once the body is slow ([`SLOW_AFTER`]).
+    slow: Option<Slot>,
+    /// Taken with the temporary file.
+    spool: Option<Slot>,
+}
+
+/// The body's next chunk, `None` at its end. With a [`Peer`], a body still
+/// arriving after [`SLOW_AFTER`] takes a slow-body slot, and one that falls
+/// below the minimum rate is a 408.
+async fn next_chunk(
+    stream: &mut axum::body::BodyDataStream,
+    peer: Option<&Peer>,
+    slots: &mut Slots,
+    start: Instant,
+    received: usize,
+) -> Result<Option<axum::body::Bytes>, ApiError> {
+    let Some(peer) = peer else {
+        return stream.next().await.transpose().map_err(body_error);
+    };
+    loop {
+        let too_slow = peer.body_deadline(start, received);
+        let slow_mark = start + SLOW_AFTER;
+        let wake = if slots.slow.is_none() { too_slow.min(slow_mark) } else { too_slow };
+        // `next` is cancel-safe: a chunk is never lost to the timeout.
+        match tokio::time::timeout_at(wake, stream.next()).await {
+            Ok(chunk) => return chunk.transpose().map_err(body_error),
+            Err(_) if Instant::now() >= too_slow => return Err(peer.too_slow()),
+            Err(_) => slots.slow = Some(peer.slow_body()?),
+        }
+    }
+}
+
 fn too_large() -> ApiError {
     let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, BODY_TOO_LARGE, message).with_field("body")
@@ -140,8 +186,13 @@ fn body_error(e: axum::Error) -> ApiError {
         .with_field("body")
 }
 
-/// The spool file could not be written: 507 when its disk is full, 500 otherwise.
+/// The spool file could not be written: 507 when its disk is full, 503
+/// when the process is out of descriptors, 500 otherwise.
 fn spool_error(e: std::io::Error) -> ApiError {
+    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+        let message = format!("the server is out of file descriptors for request bodies; retry shortly: {e}");
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, OUT_OF_DESCRIPTORS, message).with_field("body");
+    }
     if e.kind() == std::io::ErrorKind::StorageFull {
         let message = format!("no space to receive the request body in the temporary directory: {e}");
         return ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", message).with_field("body");

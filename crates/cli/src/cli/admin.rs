@@ -10,6 +10,10 @@
 //!   (`--keep-leases` keeps the journal when the directory was not restored).
 //! - `reset-fence`: replaces one resource's fence on a running server
 //!   (`POST /v1/admin/fences/reset`, behind its bearer token).
+//! - `retire-fences`: removes the fences of a stopped server's resources
+//!   that hold no objects, leaving each lock a floor so no older token is
+//!   admitted again (`storage/redb_retire.rs`); `compact` then gives the
+//!   space back.
 //! - `compact`: shrinks a stopped server's store file to what its objects
 //!   use (redb reuses the pages of deleted objects but never gives them back
 //!   to the file system by itself).
@@ -71,6 +75,14 @@ enum AdminCommand {
         #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
         auth_token_file: PathBuf,
     },
+    /// Retire the fences of resources with no objects in a stopped server's store (`--store
+    /// redb`): each leaves its mark in its lock's floor, which a write to a resource without a
+    /// fence must reach, so no older token gets in. Run `compact` after it to shrink the file.
+    RetireFences {
+        /// The server's `--data-dir`.
+        #[arg(long, default_value = "./fencing-data", env = "FENCING_DATA_DIR")]
+        data_dir: PathBuf,
+    },
     /// Shrink a stopped server's store file (`--store redb`) after deletes.
     Compact {
         /// The server's `--data-dir`.
@@ -110,11 +122,15 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
+        AdminCommand::RetireFences { data_dir } => {
+            let dir = store_dir(&data_dir)?;
+            let retired = fencing_server::storage::retire_empty_fences(&dir)
+                .with_context(|| format!("retire fences in {}", dir.display()))?;
+            println!("{}", serde_json::to_string_pretty(&retired)?);
+            Ok(ExitCode::SUCCESS)
+        }
         AdminCommand::Compact { data_dir } => {
-            let dir = data_dir.join("storage");
-            if !dir.join("fencing.redb").exists() {
-                return Err(super::usage(format!("{}: no store here (fencing.redb)", dir.display())));
-            }
+            let dir = store_dir(&data_dir)?;
             let (before, after) =
                 fencing_server::storage::compact(&dir).with_context(|| format!("compact {}", dir.display()))?;
             let report = serde_json::json!({ "store": dir, "bytes_before": before, "bytes_after": after });
@@ -135,4 +151,13 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// The embedded store's directory inside `data_dir`; a usage error if there is none.
+fn store_dir(data_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let dir = data_dir.join("storage");
+    if !dir.join("fencing.redb").exists() {
+        return Err(super::usage(format!("{}: no store here (fencing.redb)", dir.display())));
+    }
+    Ok(dir)
 }

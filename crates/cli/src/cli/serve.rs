@@ -133,9 +133,10 @@ pub struct ServeArgs {
     /// again once the reserve can be taken back. 0 disables it.
     #[arg(long, default_value_t = fencing_server::storage::DEFAULT_SPACE_RESERVE)]
     pub space_reserve: u64,
-    /// With `--store redb`: most bytes of objects the store holds; a write that
-    /// would grow past it gets 507 `quota_exceeded` (counted in
-    /// `fencing_storage_quota_refusals_total`), DELETEs always pass.
+    /// With `--store redb`: most bytes the store holds, counting objects, their resource names
+    /// and paths, and fences (`fencing_storage_stored_bytes`); a write that would grow past it
+    /// gets 507 `quota_exceeded`, writes that shrink the store always pass. Fences of resources
+    /// with no objects are retired with `fencing admin retire-fences` (server stopped).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_store_bytes: Option<u64>,
     #[command(flatten)]

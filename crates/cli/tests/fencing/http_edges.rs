@@ -217,20 +217,3 @@ async fn auth_reads_puts_reads_and_metrics_behind_the_token() {
         assert_eq!(resp.status(), 200, "{path} with the token");
     }
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_store_quota_answers_507_and_is_measured() {
-    let (server, _dir) = start(&["--max-store-bytes", "10"]).await;
-    let base = server.base.as_str();
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/storage/write");
-    assert_eq!(http.post(&url).json(&write(5, "MTIzNDU2Nzg=")).send().await.unwrap().status(), 200, "8 bytes fit");
-    let mut append = write(5, "MTIzNDU2Nzg=");
-    append["write_payload"]["mutation_type"] = json!("APPEND");
-    let (status, body) = answer(http.post(&url).json(&append).send().await.unwrap()).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (507, Some("quota_exceeded")), "{body}");
-    assert_eq!(stored(&http, base).await["size"], 8, "nothing applied");
-    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("fencing_storage_object_bytes 8\n"), "{metrics}");
-    assert!(metrics.contains("fencing_storage_space_refusals_total{reason=\"quota\"} 1\n"), "{metrics}");
-}

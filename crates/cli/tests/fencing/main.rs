@@ -23,4 +23,5 @@ mod storage_cli;
 mod storage_disk_full;
 mod storage_kill;
 mod storage_postgres;
+mod storage_quota;
 mod vectors;

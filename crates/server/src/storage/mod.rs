@@ -18,6 +18,7 @@ mod read_cache;
 mod redb;
 mod redb_committer;
 mod redb_lifecycle;
+mod redb_retire;
 mod redb_schema;
 mod service;
 mod telemetry;
@@ -27,6 +28,7 @@ mod wal;
 pub use self::postgres::{POOL_SIZE as POSTGRES_POOL_SIZE, PgGuard, PostgresEngine};
 pub use self::redb::{RedbEngine, StoreOptions};
 pub use self::redb_lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
+pub use self::redb_retire::{Retired, retire_empty_fences};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{MAX_FILE_PATH_BYTES, MAX_LOCK_ID_BYTES, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_BYTES};
@@ -95,9 +97,12 @@ pub enum StorageError {
     /// space is freed, without a restart.
     #[error("no space for the write: {0}")]
     NoSpace(String),
-    /// The write would take the store's objects past `--max-store-bytes`;
-    /// nothing was applied. DELETEs are always decided.
-    #[error("the store holds {used} bytes of objects; this write would pass its quota of {quota} bytes")]
+    /// The write would take the store past `--max-store-bytes` (objects,
+    /// their names and paths, and fences all count); nothing was applied.
+    /// Writes that shrink the store are always decided.
+    #[error(
+        "the store holds {used} bytes of objects, names and fences; this write would pass its quota of {quota} bytes"
+    )]
     QuotaExceeded { used: u64, quota: u64 },
     /// The store is reopening after a failed write and cannot answer for a
     /// moment; nothing was changed.

@@ -55,8 +55,9 @@ use tokio::sync::oneshot;
 pub struct StoreOptions {
     /// Bytes kept allocated beside the store and given back on a full disk (0: none; see `redb_lifecycle.rs`).
     pub space_reserve: u64,
-    /// Most bytes of objects in all (`--max-store-bytes`): a write that would
-    /// grow past it gets 507 `quota_exceeded`; DELETEs are always decided.
+    /// Most bytes in all, objects, names and fences (`--max-store-bytes`): a
+    /// write that would grow past it gets 507 `quota_exceeded`; writes that
+    /// shrink the store are always decided.
     pub max_bytes: Option<u64>,
 }
 
@@ -146,7 +147,7 @@ impl Engine for RedbEngine {
     }
 
     fn stored_bytes(&self) -> Option<u64> {
-        Some(self.slot.object_bytes())
+        Some(self.slot.stored_bytes())
     }
 
     fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {

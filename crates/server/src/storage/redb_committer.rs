@@ -8,8 +8,9 @@
 use super::group::BatchCommit;
 use super::read_cache::ReadCache;
 use super::redb_lifecycle::{CommitLog, RETRY_EVERY, StoreKeeper};
-use super::redb_schema::{FENCES, META, OBJECT_BYTES, OBJECTS, WAL_APPLIED, apply_record, begin, checkpoint};
-use super::redb_schema::{db_err, decode_fence, reset};
+use super::redb_retire::floor_fence;
+use super::redb_schema::{FENCES, META, OBJECTS, STORED_BYTES, WAL_APPLIED, apply_record, begin, checkpoint};
+use super::redb_schema::{FLOORS, db_err, decode_fence, reset};
 use super::wal::RecordRef;
 use super::{Mutation, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{ReadableTable, WriteTransaction};
@@ -49,7 +50,7 @@ pub(super) struct WriteRules {
     pub(super) guard: Arc<dyn Guard>,
     pub(super) policy: Policy,
     pub(super) max_advance: Arc<AtomicU64>,
-    /// Most bytes of objects in all (`--max-store-bytes`).
+    /// Most bytes of objects, names and fences in all (`--max-store-bytes`).
     pub(super) quota: Option<u64>,
     pub(super) cache: Arc<ReadCache>,
 }
@@ -103,7 +104,9 @@ impl BatchCommit for Committer {
                 Task::Write(job) => jobs.push(job),
                 Task::Reset { resource_id, to, reply } => {
                     let result = self.settle().and_then(|()| {
-                        let result = self.store.ready().and_then(|(db, _)| reset(db, &resource_id, to));
+                        let result =
+                            self.store.ready().and_then(|(db, log)| reset(db, &resource_id, to, &mut log.stored_bytes));
+                        self.store.publish();
                         self.store.after(&result);
                         result
                     });
@@ -280,6 +283,7 @@ fn commit_batch(
     {
         let mut fences = txn.open_table(FENCES).map_err(db_err)?;
         let mut objects = txn.open_table(OBJECTS).map_err(db_err)?;
+        let floors = txn.open_table(FLOORS).map_err(db_err)?;
         for job in batch {
             let req = &job.req;
             // While the disk is full only a DELETE, which frees space, is decided.
@@ -288,7 +292,11 @@ fn commit_batch(
                 continue;
             }
             // Reads inside the write transaction see earlier writes of this batch.
-            let current = fences.get(req.resource_id.as_str()).map_err(db_err)?.map(|v| decode_fence(v.value()));
+            // A resource with no fence is decided against its lock's floor (`redb_retire.rs`).
+            let current = match fences.get(req.resource_id.as_str()).map_err(db_err)? {
+                Some(v) => Some(decode_fence(v.value())),
+                None => floor_fence(&floors, &req.lock_id)?,
+            };
             let max_advance = rules.max_advance.load(Ordering::Acquire);
             let admission = match super::decide(rules.guard.as_ref(), rules.policy, max_advance, current, req) {
                 Ok(admission) => admission,
@@ -309,7 +317,7 @@ fn commit_batch(
             };
             // The same application replay makes; only an object over the size
             // limit, or a write past the quota, fails alone (changing nothing).
-            let used = (log.object_bytes as i64 + delta).max(0) as u64;
+            let used = (log.stored_bytes as i64 + delta).max(0) as u64;
             let within_quota = |change: i64| match rules.quota {
                 Some(quota) if change > 0 && used + change as u64 > quota => {
                     Err(StorageError::QuotaExceeded { used, quota })
@@ -333,11 +341,11 @@ fn commit_batch(
         return Ok(outcomes);
     }
     let last = log.next_lsn + staged - 1;
-    let object_bytes = (log.object_bytes as i64 + delta).max(0) as u64;
+    let stored_bytes = (log.stored_bytes as i64 + delta).max(0) as u64;
     {
         let mut meta = txn.open_table(META).map_err(db_err)?;
         meta.insert(WAL_APPLIED, last).map_err(db_err)?;
-        meta.insert(OBJECT_BYTES, object_bytes).map_err(db_err)?;
+        meta.insert(STORED_BYTES, stored_bytes).map_err(db_err)?;
     }
     // Durable in the log, or failed: then the caller drops `txn` and the
     // store reopens from the log, which no longer holds the batch.
@@ -345,6 +353,6 @@ fn commit_batch(
         .append_batch()
         .map_err(|e| StorageError::io(&format!("write-ahead log {}", log.wal.path().display()), &e))?;
     log.next_lsn = last + 1;
-    log.object_bytes = object_bytes;
+    log.stored_bytes = stored_bytes;
     Ok(outcomes)
 }

@@ -25,7 +25,7 @@
 //!   rather than an answer from a database that stopped working.
 
 use super::StorageError;
-use super::redb_schema::{FENCES, META, OBJECT_BYTES, OBJECTS, WAL_APPLIED, apply_record, db_err};
+use super::redb_schema::{FENCES, META, OBJECTS, STORED_BYTES, WAL_APPLIED, apply_record, db_err};
 use super::wal::{CHECKPOINT_BYTES, Wal};
 use ::redb::{Database, ReadableDatabase};
 use std::path::{Path, PathBuf};
@@ -48,7 +48,7 @@ pub const DEFAULT_SPACE_RESERVE: u64 = 16 << 20;
 /// it), and the bytes of all objects as of the last commit.
 pub(super) struct StoreView {
     db: RwLock<Option<Arc<Database>>>,
-    object_bytes: AtomicU64,
+    stored_bytes: AtomicU64,
     /// Acknowledged writes wait in the committer's open transaction: a
     /// reader commits it before it reads (`redb.rs`, `Rolling`). Changed
     /// only under the committer's mutex.
@@ -66,8 +66,8 @@ impl StoreView {
     }
 
     /// The bytes of all objects.
-    pub(super) fn object_bytes(&self) -> u64 {
-        self.object_bytes.load(Ordering::Acquire)
+    pub(super) fn stored_bytes(&self) -> u64 {
+        self.stored_bytes.load(Ordering::Acquire)
     }
 
     /// Whether acknowledged writes wait to be committed for readers.
@@ -105,7 +105,7 @@ pub(super) struct CommitLog {
     pub next_lsn: u64,
     pub checkpointed: Instant,
     /// The bytes of all objects as of the last commit.
-    pub object_bytes: u64,
+    pub stored_bytes: u64,
 }
 
 /// The committer's side of the store: the database and its log when open.
@@ -141,7 +141,7 @@ impl StoreKeeper {
         let db = Arc::new(db);
         let slot = Arc::new(StoreView {
             db: RwLock::new(Some(db.clone())),
-            object_bytes: AtomicU64::new(log.object_bytes),
+            stored_bytes: AtomicU64::new(log.stored_bytes),
             uncommitted: AtomicBool::new(false),
             read_since_batch: AtomicBool::new(false),
         });
@@ -198,7 +198,7 @@ impl StoreKeeper {
     /// Publishes the committed bytes of all objects to readers.
     pub(super) fn publish(&self) {
         if let Some((_, log)) = &self.open {
-            self.slot.object_bytes.store(log.object_bytes, Ordering::Release);
+            self.slot.stored_bytes.store(log.stored_bytes, Ordering::Release);
         }
     }
 
@@ -379,7 +379,7 @@ fn wait_for_readers(db: Arc<Database>) -> Result<Database, Arc<Database>> {
 
 /// Opens (or creates) `dir/fencing.redb` and its log, and applies the log's
 /// records beyond the last checkpoint in one durable commit.
-fn open_store(dir: &Path) -> Result<(Database, CommitLog), StorageError> {
+pub(super) fn open_store(dir: &Path) -> Result<(Database, CommitLog), StorageError> {
     let db = Database::create(dir.join("fencing.redb")).map_err(db_err)?;
     let wal_path = dir.join(super::wal::WAL_FILE);
     // A store with its tables and nothing to apply opens without writing,
@@ -389,21 +389,23 @@ fn open_store(dir: &Path) -> Result<(Database, CommitLog), StorageError> {
         match txn.open_table(META) {
             Ok(meta) => (
                 Some(meta.get(WAL_APPLIED).map_err(db_err)?.map_or(0, |v| v.value())),
-                meta.get(OBJECT_BYTES).map_err(db_err)?.map(|v| v.value()),
+                meta.get(STORED_BYTES).map_err(db_err)?.map(|v| v.value()),
             ),
             Err(::redb::TableError::TableDoesNotExist(_)) => (None, Some(0)),
             Err(e) => return Err(db_err(e)),
         }
     };
-    // Every store keeps the count beside the log's position from its first open.
-    let object_bytes = counted.ok_or_else(|| {
-        StorageError::Backend(format!("{}: the store keeps no count of its object bytes", dir.display()))
-    })?;
+    // Every store keeps the count beside the log's position from its first
+    // open; one that kept only its objects' bytes is counted again, once.
+    let stored_bytes = match counted {
+        Some(n) => n,
+        None => super::redb_schema::count_stored_bytes(&db)?,
+    };
     let (wal, pending) = Wal::open(dir, applied.unwrap_or(0))
         .map_err(|e| StorageError::io(&format!("open {}", wal_path.display()), &e))?;
     if applied.is_some() && pending.is_empty() {
         let next_lsn = applied.unwrap_or(0) + 1;
-        return Ok((db, CommitLog { wal, next_lsn, checkpointed: Instant::now(), object_bytes }));
+        return Ok((db, CommitLog { wal, next_lsn, checkpointed: Instant::now(), stored_bytes }));
     }
     // Create the tables so read transactions never see them missing, and
     // apply the log's records in one durable commit.
@@ -417,17 +419,17 @@ fn open_store(dir: &Path) -> Result<(Database, CommitLog), StorageError> {
         }
     }
     let applied = pending.last().map_or(applied.unwrap_or(0), |r| r.lsn);
-    let object_bytes = (object_bytes as i64 + delta).max(0) as u64;
+    let stored_bytes = (stored_bytes as i64 + delta).max(0) as u64;
     {
         let mut meta = txn.open_table(META).map_err(db_err)?;
         meta.insert(WAL_APPLIED, applied).map_err(db_err)?;
-        meta.insert(OBJECT_BYTES, object_bytes).map_err(db_err)?;
+        meta.insert(STORED_BYTES, stored_bytes).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     if !pending.is_empty() {
         tracing::info!(records = pending.len(), applied, "storage: applied the write-ahead log");
     }
-    Ok((db, CommitLog { wal, next_lsn: applied + 1, checkpointed: Instant::now(), object_bytes }))
+    Ok((db, CommitLog { wal, next_lsn: applied + 1, checkpointed: Instant::now(), stored_bytes }))
 }
 
 /// Compacts the store in `dir` (its server stopped: the file is locked

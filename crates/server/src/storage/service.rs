@@ -26,7 +26,7 @@ pub struct Recorded {
 impl StorageService {
     pub fn new(engine: Arc<dyn Engine>, metrics: Arc<StorageMetrics>) -> StorageService {
         if let Some(bytes) = engine.stored_bytes() {
-            metrics.set_object_bytes(bytes);
+            metrics.set_stored_bytes(bytes);
         }
         StorageService { engine, metrics }
     }
@@ -55,7 +55,7 @@ impl StorageService {
         };
         self.metrics.observe_latency(start.elapsed());
         if let Some(bytes) = self.engine.stored_bytes() {
-            self.metrics.set_object_bytes(bytes);
+            self.metrics.set_stored_bytes(bytes);
         }
         let flapping = match &outcome {
             WriteOutcome::Admitted { high_water, new_term, .. } => {

@@ -71,7 +71,7 @@ pub struct StorageMetrics {
     flapping: Family<ResourceLabels, Gauge>,
     flap_events: Counter,
     tracked_resources: Gauge,
-    object_bytes: Gauge<u64, AtomicU64>,
+    stored_bytes: Gauge<u64, AtomicU64>,
     space_refusals: Family<ReasonLabels, Counter>,
     recency: Mutex<SeriesBound<Tracked>>,
 }
@@ -91,7 +91,7 @@ impl StorageMetrics {
             flapping: Family::default(),
             flap_events: Counter::default(),
             tracked_resources: Gauge::default(),
-            object_bytes: Gauge::default(),
+            stored_bytes: Gauge::default(),
             space_refusals: Family::default(),
             recency: Mutex::new(SeriesBound::new(config.max_tracked)),
         };
@@ -114,7 +114,7 @@ impl StorageMetrics {
                 "Resources with per-resource series (bounded)",
                 m.tracked_resources.clone(),
             );
-            reg.register("object_bytes", "Bytes of all stored objects (embedded store)", m.object_bytes.clone());
+            reg.register("stored_bytes", "Bytes of all stored objects (embedded store)", m.stored_bytes.clone());
             reg.register(
                 "space_refusals",
                 "Writes refused with 507, by reason (quota: --max-store-bytes; disk_full)",
@@ -130,8 +130,8 @@ impl StorageMetrics {
     }
 
     /// Sets the bytes of all stored objects.
-    pub fn set_object_bytes(&self, bytes: u64) {
-        self.object_bytes.set(bytes);
+    pub fn set_stored_bytes(&self, bytes: u64) {
+        self.stored_bytes.set(bytes);
     }
 
     /// Records a write refused with 507, by reason (`quota`, `disk_full`).

@@ -109,30 +109,34 @@ async fn acknowledged_appends_survive_reopens_between_checkpoints() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quota_refuses_growth_past_it_and_keeps_its_count_across_reopens() {
     use fencing_server::storage::{StorageError, StoreOptions};
+    // The measure: an object row is its resource id, path and bytes plus 32
+    // (`q`, `/a`, n bytes: n + 35); a fence row its resource id and lock plus
+    // 17 and 32 (`q` under lock `q`: 51).
     let dir = tempfile::tempdir().unwrap();
-    let options = StoreOptions { max_bytes: Some(1000), ..StoreOptions::default() };
+    let options = StoreOptions { max_bytes: Some(1100), ..StoreOptions::default() };
     let open = || RedbEngine::open_with(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing, options).unwrap();
     let w = |path: &str, mutation, bytes: &[u8]| fencing_testkit::storage::req("q", 1, path, mutation, bytes);
     {
         let engine = open();
         assert!(matches!(engine.write(w("/a", Mutation::Put, &[1; 600])).await, Ok(WriteOutcome::Admitted { .. })));
+        assert_eq!(engine.stored_bytes(), Some(635 + 51), "the object, its name and path, and the fence");
         let over = engine.write(w("/a", Mutation::Append, &[1; 500])).await;
-        assert_eq!(over, Err(StorageError::QuotaExceeded { used: 600, quota: 1000 }));
+        assert_eq!(over, Err(StorageError::QuotaExceeded { used: 686, quota: 1100 }));
         assert_eq!(engine.read("q", "/a").await.unwrap().bytes.map(|b| b.len()), Some(600), "nothing applied");
-        // Replacing counts only the growth; another object counts in full.
+        // Replacing counts only the growth; another object counts in full, path included.
         assert!(matches!(engine.write(w("/a", Mutation::Put, &[2; 900])).await, Ok(WriteOutcome::Admitted { .. })));
         assert!(matches!(
             engine.write(w("/b", Mutation::Put, &[3; 200])).await,
             Err(StorageError::QuotaExceeded { .. })
         ));
-        assert!(matches!(engine.write(w("/b", Mutation::Put, &[3; 100])).await, Ok(WriteOutcome::Admitted { .. })));
-        assert_eq!(engine.stored_bytes(), Some(1000));
+        assert!(matches!(engine.write(w("/b", Mutation::Put, &[3; 79])).await, Ok(WriteOutcome::Admitted { .. })));
+        assert_eq!(engine.stored_bytes(), Some(1100));
     }
     // The count survives a reopen (from the log or the checkpoint), and deletes always pass.
     let engine = open();
-    assert_eq!(engine.stored_bytes(), Some(1000));
+    assert_eq!(engine.stored_bytes(), Some(1100));
     assert!(matches!(engine.write(w("/a", Mutation::Delete, b"")).await, Ok(WriteOutcome::Admitted { .. })));
-    assert_eq!(engine.stored_bytes(), Some(100));
+    assert_eq!(engine.stored_bytes(), Some(51 + 114));
     assert!(matches!(engine.write(w("/c", Mutation::Put, &[4; 900])).await, Ok(WriteOutcome::Admitted { .. })));
 }
 

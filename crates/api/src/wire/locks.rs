@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcquireRequest {
-    /// The lock: 1 to 256 bytes, no control characters, no surrounding whitespace.
+    /// The lock: 1 to 256 characters, no control characters, no surrounding whitespace.
     #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
     /// Who asks (shown in status; never a capability).

@@ -50,7 +50,7 @@ impl Mutation {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteBody {
-    /// The resource (bucket) written: 1 to 256 bytes, no control characters, no surrounding whitespace.
+    /// The resource (bucket) written: 1 to 256 characters, no control characters, no surrounding whitespace.
     #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
     /// The fencing token from the lock service (at least 1).
@@ -70,7 +70,7 @@ pub struct WriteBody {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WritePayload {
-    /// The object: 1 to 1024 bytes, no control characters or backslash, no empty, `.` or `..` segment.
+    /// The object: 1 to 1024 characters, no control characters or backslash, no empty, `.` or `..` segment.
     #[schema(min_length = 1, max_length = 1024)]
     pub file_path: String,
     pub mutation_type: Mutation,
@@ -102,7 +102,7 @@ impl From<Fence> for FenceBody {
 pub struct ResetBody {
     #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
-    /// Why: logged with the old and new fence (1 to 1024 bytes).
+    /// Why: logged with the old and new fence (1 to 1024 characters).
     #[schema(min_length = 1, max_length = 1024)]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

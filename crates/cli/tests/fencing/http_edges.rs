@@ -217,3 +217,20 @@ async fn auth_reads_puts_reads_and_metrics_behind_the_token() {
         assert_eq!(resp.status(), 200, "{path} with the token");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_refused_below_the_router_get_the_json_error_too() {
+    let (server, _dir) = start(&[]).await;
+    let te = "POST /v1/storage/write HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Transfer-Encoding: identity\r\n\r\n{}";
+    assert_error("Transfer-Encoding: identity", raw(&server, te).await, 400, "malformed_request", "head");
+    let long_uri =
+        format!("GET /v1/storage/fence?resource_id={} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "u".repeat(70_000));
+    assert_error("a 70,000-byte URI", raw(&server, &long_uri).await, 414, "uri_too_long", "uri");
+    let many: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let headers = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n{many}\r\n");
+    assert_error("200 headers", raw(&server, &headers).await, 431, "headers_too_large", "headers");
+    // A routed 400 on the same server keeps its own body.
+    let routed = "GET /v1/storage/fence HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    assert_eq!(raw(&server, routed).await.1["error"]["field"], "resource_id");
+}

@@ -21,8 +21,7 @@ use axum::{Json, Router};
 use fencing_api::wire::storage::{FenceBody, ResetAnswer, ResetBody};
 use fencing_runtime::Fence;
 
-/// Longest accepted reset reason, in bytes.
-pub const MAX_REASON_BYTES: usize = 1024;
+use fencing_api::wire::names::MAX_REASON_CHARS;
 
 #[derive(Clone)]
 pub(crate) struct Admin {
@@ -43,10 +42,11 @@ pub fn reset_target(body: &ResetBody) -> Result<Option<Fence>, ApiError> {
     };
     validate_resource_id(&body.resource_id).map_err(field)?;
     let reason = body.reason.trim();
-    if reason.is_empty() || body.reason.len() > MAX_REASON_BYTES || body.reason.chars().any(char::is_control) {
+    if reason.is_empty() || body.reason.chars().count() > MAX_REASON_CHARS || body.reason.chars().any(char::is_control)
+    {
         return Err(ApiError::field(
             "reason",
-            format!("must be 1 to {MAX_REASON_BYTES} bytes of text without control characters"),
+            format!("must be 1 to {MAX_REASON_CHARS} characters of text without control characters"),
         ));
     }
     match (&body.lock_id, body.high_water) {
@@ -75,7 +75,8 @@ pub(crate) async fn reset(State(admin): State<Admin>, ApiJson(body): ApiJson<Res
             StatusCode::FORBIDDEN,
             "admin_disabled",
             "fence resets need a server started with --auth-token-file",
-        ));
+        )
+        .with_field("authorization"));
     }
     let to = reset_target(&body)?;
     let previous = admin

@@ -1,7 +1,8 @@
 //! HTTP plumbing shared by every API: JSON errors that name the offending
 //! field. Request bodies (limit and JSON decoding) are `body.rs`, how they are
 //! received without a copy in memory per slow sender `spool.rs`; the accept
-//! loop and connection bounds `conn.rs`, what bounds requests that hold a
+//! loop and connection bounds `conn.rs` (with JSON in place of hyper's own
+//! answers to heads it cannot parse, `framing.rs`), what bounds requests that hold a
 //! connection for long `budget.rs`; the checks every request passes
 //! first (Host, media type, origin, framing) `gate.rs`; query strings `query.rs`.
 //!
@@ -13,6 +14,7 @@ pub mod auth;
 pub mod body;
 pub mod budget;
 pub mod conn;
+mod framing;
 pub mod gate;
 pub mod locks;
 pub mod openapi;

@@ -5,7 +5,13 @@
 //! Invariant: every status a route can answer is documented on it; the
 //! statuses any route can get from the layers in front of it (the gate,
 //! authentication, body decoding) are added to every operation by
-//! `CommonErrors`, each with the one error body.
+//! `CommonErrors`, each with the one error body. [`document`] adds what
+//! the annotations cannot say: the bearer scheme (optional: a server
+//! without `--auth-token-file` takes none) and the links from a grant to its
+//! renewal, release and status, and from a write to its object and fence,
+//! which stateful testing follows. String lengths are in characters, as the
+//! server counts them (`fencing_api::wire::names`; a test holds each
+//! `maxLength` to its constant).
 
 use super::ErrorBody;
 use axum::Router;
@@ -84,9 +90,37 @@ impl utoipa::Modify for CommonErrors {
     }
 }
 
+/// The description served: the generated one with its security scheme and links.
+pub fn document() -> serde_json::Value {
+    use serde_json::json;
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the description serializes");
+    doc["components"]["securitySchemes"] = json!({"bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The token in the server's --auth-token-file; POST requests need it when the server \
+                        has one, and reads too with --auth-reads. A server without one takes no credentials.",
+    }});
+    // Either no credentials (a server without a token file) or the bearer token.
+    doc["security"] = json!([{}, {"bearer": []}]);
+    let lease = json!({"resource_id": "$request.body#/resource_id", "lock_token": "$response.body#/lock_token"});
+    doc["paths"]["/v1/locks/acquire"]["post"]["responses"]["200"]["links"] = json!({
+        "renew": {"operationId": "renew", "requestBody": lease},
+        "release": {"operationId": "release", "requestBody": lease},
+        "status": {"operationId": "status", "parameters": {"resource_id": "$request.body#/resource_id"}},
+    });
+    doc["paths"]["/v1/storage/write"]["post"]["responses"]["200"]["links"] = json!({
+        "read": {"operationId": "read", "parameters": {
+            "resource_id": "$request.body#/resource_id",
+            "file_path": "$request.body#/write_payload/file_path",
+        }},
+        "fence": {"operationId": "fence", "parameters": {"resource_id": "$request.body#/resource_id"}},
+    });
+    doc
+}
+
 /// The route serving the description.
 pub fn router() -> Router {
-    let doc = ApiDoc::openapi();
+    let doc = document();
     Router::new().route("/openapi.json", get(move || std::future::ready(axum::Json(doc.clone()))))
 }
 
@@ -120,11 +154,58 @@ mod tests {
         assert_eq!(json["components"]["schemas"]["WriteBody"]["additionalProperties"], false, "unknown fields refused");
     }
 
+    /// Every `maxLength` in a request is the limit the server enforces on
+    /// that field, counted the same way (characters).
+    #[test]
+    fn string_limits_are_the_servers() {
+        use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REASON_CHARS, name_problem};
+        let json = document();
+        let mut checked = 0;
+        for (name, schema) in json["components"]["schemas"].as_object().unwrap() {
+            let Some(props) = schema["properties"].as_object() else { continue };
+            for (field, prop) in props {
+                let Some(max) = prop["maxLength"].as_u64() else { continue };
+                let limit = match field.as_str() {
+                    "resource_id" | "lock_id" | "client_id" => MAX_NAME_CHARS,
+                    "file_path" => MAX_PATH_CHARS,
+                    "reason" => MAX_REASON_CHARS,
+                    other => panic!("{name}.{other} has a maxLength with no server limit here"),
+                };
+                assert_eq!(max as usize, limit, "{name}.{field}");
+                // Four-byte characters up to the limit pass; one more does not.
+                let padlock = "\u{1F512}";
+                assert_eq!(name_problem(&padlock.repeat(limit), limit), None, "{name}.{field}");
+                assert!(name_problem(&padlock.repeat(limit + 1), limit).is_some(), "{name}.{field}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 8, "{checked} limits checked");
+    }
+
+    #[test]
+    fn the_bearer_scheme_and_the_links_are_described() {
+        let json = document();
+        assert_eq!(json["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+        let operations: Vec<String> = json["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|item| item.as_object().unwrap().values())
+            .filter_map(|op| op["operationId"].as_str().map(str::to_owned))
+            .collect();
+        for (path, link) in
+            [("/v1/locks/acquire", "renew"), ("/v1/locks/acquire", "status"), ("/v1/storage/write", "read")]
+        {
+            let target = &json["paths"][path]["post"]["responses"]["200"]["links"][link]["operationId"];
+            assert!(operations.iter().any(|op| target == op), "{path} links to {target}, not an operation");
+        }
+    }
+
     /// `body::decode_json` refuses any array in a request body; that is right
     /// only while no request schema holds one.
     #[test]
     fn request_bodies_hold_no_arrays() {
-        let json = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let json = document();
         let mut bodies = Vec::new();
         for (path, item) in json["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {

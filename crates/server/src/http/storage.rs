@@ -38,13 +38,14 @@ pub fn storage_error(e: StorageError) -> ApiError {
         StorageError::InvalidField { field, message } => ApiError::field(field, message),
         StorageError::TooLarge { .. } => {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "object_too_large", e.to_string())
+                .with_field("write_payload.bytes")
         }
         StorageError::Closed => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "closed", e.to_string()),
         StorageError::NoSpace(_) => {
             ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", e.to_string())
         }
         StorageError::QuotaExceeded { .. } => {
-            ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded", e.to_string())
+            ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded", e.to_string()).with_field("write_payload")
         }
         StorageError::Unavailable(_) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())

@@ -34,7 +34,7 @@ pub use etcd::EtcdLocks;
 pub use journal::JOURNAL_FILE;
 pub use lease::{LeaseStamp, format_lease_id, new_lease_id, parse_lease_id, rfc3339_now};
 pub use metrics::LockMetrics;
-pub use validate::{MAX_LEASE_MS, MAX_NAME_BYTES, MAX_WAIT_MS, MIN_LEASE_MS};
+pub use validate::{MAX_LEASE_MS, MAX_NAME_CHARS, MAX_WAIT_MS, MIN_LEASE_MS};
 pub use validate::{ValidAcquire, validate_acquire, validate_lease, validate_name};
 
 pub use fencing_api::wire::locks::Acquired;

@@ -4,8 +4,8 @@
 use super::LockError;
 use fencing_api::wire::locks::{AcquireRequest, LeaseRef};
 
-/// Longest accepted `resource_id` / `client_id`, in bytes.
-pub const MAX_NAME_BYTES: usize = 256;
+/// Longest accepted `resource_id` / `client_id`, in characters.
+pub use fencing_api::wire::names::MAX_NAME_CHARS;
 /// Shortest accepted lease.
 pub const MIN_LEASE_MS: u64 = 10;
 /// Longest accepted lease (one hour).
@@ -14,10 +14,10 @@ pub const MAX_LEASE_MS: u64 = 3_600_000;
 pub const MAX_WAIT_MS: u64 = 300_000;
 
 /// Checks a lock or client name by the rule both APIs share
-/// ([`fencing_api::wire::names::name_problem`]): 1..=256 bytes, no control
+/// ([`fencing_api::wire::names::name_problem`]): 1..=256 characters, no control
 /// characters, no leading or trailing whitespace.
 pub fn validate_name(field: &'static str, value: &str) -> Result<(), LockError> {
-    match fencing_api::wire::names::name_problem(value, MAX_NAME_BYTES) {
+    match fencing_api::wire::names::name_problem(value, MAX_NAME_CHARS) {
         Some(problem) => Err(LockError::invalid(field, problem)),
         None => Ok(()),
     }
@@ -94,7 +94,7 @@ mod tests {
         };
         assert!(matches!(validate_acquire(&req), Err(LockError::Invalid { field: "lease_duration_ms", .. })));
         req.lease_duration_ms = 1000;
-        req.resource_id = "x".repeat(MAX_NAME_BYTES + 1);
+        req.resource_id = "x".repeat(MAX_NAME_CHARS + 1);
         assert!(matches!(validate_acquire(&req), Err(LockError::Invalid { field: "resource_id", .. })));
         req.resource_id = "r".into();
         req.client_id = String::new();

@@ -1,18 +1,20 @@
 //! Name and size validation for resources, locks and object paths, and the
 //! one place a write becomes a [`ValidWrite`].
 //!
-//! Invariant: a name that passes is non-empty, within its byte limit, valid
+//! Invariant: a name that passes is non-empty, within its character limit, valid
 //! UTF-8 without control characters, and (for paths) has no `.`/`..` segment,
 //! so no stored key can be confused with another or escape its resource.
 
 use super::{StorageError, WriteRequest};
 
-/// Longest resource id, in bytes.
-pub const MAX_RESOURCE_ID_BYTES: usize = 256;
-/// Longest lock id, in bytes.
-pub const MAX_LOCK_ID_BYTES: usize = 256;
-/// Longest object path, in bytes.
-pub const MAX_FILE_PATH_BYTES: usize = 1024;
+use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS};
+
+/// Longest resource id, in characters.
+pub const MAX_RESOURCE_ID_CHARS: usize = MAX_NAME_CHARS;
+/// Longest lock id, in characters.
+pub const MAX_LOCK_ID_CHARS: usize = MAX_NAME_CHARS;
+/// Longest object path, in characters.
+pub const MAX_FILE_PATH_CHARS: usize = MAX_PATH_CHARS;
 /// Largest object (after an `APPEND`), in bytes.
 pub const MAX_OBJECT_BYTES: usize = 64 << 20;
 
@@ -54,21 +56,21 @@ fn check_name(field: &'static str, value: &str, limit: usize) -> Result<(), Stor
     }
 }
 
-/// A resource id: 1..=256 bytes, no control characters, no surrounding whitespace.
+/// A resource id: 1..=256 characters, no control characters, no surrounding whitespace.
 pub fn validate_resource_id(value: &str) -> Result<(), StorageError> {
-    check_name("resource_id", value, MAX_RESOURCE_ID_BYTES)
+    check_name("resource_id", value, MAX_RESOURCE_ID_CHARS)
 }
 
 /// A lock id: the same rules as a resource id.
 pub fn validate_lock_id(value: &str) -> Result<(), StorageError> {
-    check_name("lock_id", value, MAX_LOCK_ID_BYTES)
+    check_name("lock_id", value, MAX_LOCK_ID_CHARS)
 }
 
-/// An object path: 1..=1024 bytes, no control characters (NUL included), no
+/// An object path: 1..=1024 characters, no control characters (NUL included), no
 /// backslash, no empty, `.` or `..` segment except a single leading `/`.
 pub fn validate_file_path(value: &str) -> Result<(), StorageError> {
     const FIELD: &str = "file_path";
-    check_name(FIELD, value, MAX_FILE_PATH_BYTES)?;
+    check_name(FIELD, value, MAX_FILE_PATH_CHARS)?;
     if value.contains('\\') {
         return Err(invalid(FIELD, "must not contain a backslash"));
     }
@@ -99,14 +101,14 @@ mod tests {
         for bad in ["", "/", "a//b", "/a/../b", "..", "./x", "a\0b", "a\\b", "a/", " a", "a\nb"] {
             assert!(validate_file_path(bad).is_err(), "{bad:?} should be rejected");
         }
-        assert!(validate_file_path(&"x".repeat(MAX_FILE_PATH_BYTES + 1)).is_err());
+        assert!(validate_file_path(&"x".repeat(MAX_FILE_PATH_CHARS + 1)).is_err());
     }
 
     #[test]
     fn rejects_bad_ids() {
         assert!(validate_resource_id("").is_err());
-        assert!(validate_resource_id(&"r".repeat(MAX_RESOURCE_ID_BYTES + 1)).is_err());
+        assert!(validate_resource_id(&"r".repeat(MAX_RESOURCE_ID_CHARS + 1)).is_err());
         assert!(validate_lock_id("l\u{7f}").is_err());
-        validate_lock_id(&"l".repeat(MAX_LOCK_ID_BYTES)).unwrap();
+        validate_lock_id(&"l".repeat(MAX_LOCK_ID_CHARS)).unwrap();
     }
 }

@@ -106,7 +106,7 @@ pub(super) fn encode_closed(out: &mut Vec<u8>) {
     records::finish(out, start);
 }
 
-/// Names are at most 256 bytes (validated before they reach the service), so a u16 length holds them.
+/// Names are at most 256 characters, so 1,024 bytes (validated before they reach the service): a u16 length holds them.
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u16).to_le_bytes());
     out.extend_from_slice(s.as_bytes());

@@ -57,6 +57,11 @@ public final class FencedMutex {
         return stat.getCzxid();
     }
 
+    /** The path of the lock node this thread's last acquisition created (null before one). */
+    public String node() {
+        return driver.node.get();
+    }
+
     public void release() throws Exception {
         mutex.release();
     }

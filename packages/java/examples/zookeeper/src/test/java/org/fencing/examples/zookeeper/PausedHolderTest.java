@@ -53,6 +53,10 @@ class PausedHolderTest {
         }
     }
 
+    private static long sequence(String node) {
+        return Long.parseLong(node.substring(node.length() - 10));
+    }
+
     @Test
     void aPausedHoldersLateWriteIsRefusedByTheGuardAndByPostgres(@TempDir Path dir) throws Exception {
         try (Servers servers = new Servers();
@@ -99,6 +103,27 @@ class PausedHolderTest {
                 lockB.release();
                 second.close();
                 first.close();
+
+                // The lock's parent goes (as a container node does once empty) and the
+                // server restarts (SIGKILL): the next node's sequence starts again, its czxid does not.
+                CuratorFramework admin = client(zk, 10000);
+                String seqB = lockB.node();
+                admin.delete().forPath(LOCK);
+                admin.close();
+                servers.restartZooKeeper();
+                CuratorFramework third = client(zk, 10000);
+                FencedMutex lockC = new FencedMutex(third, LOCK);
+                long tokenC = lockC.acquire();
+                String seqC = lockC.node();
+                assertTrue(tokenC > tokenB, "after a parent delete and a restart: czxid 0x" + Long.toHexString(tokenC)
+                        + " above 0x" + Long.toHexString(tokenB));
+                assertTrue(sequence(seqC) <= sequence(seqB), "the sequence number started again: " + seqC + " after " + seqB);
+                assertEquals(new Decision.StaleToken(tokenB, tokenC),
+                        guard.admit(new Fence(LOCK, tokenC), new Sequencer(LOCK, tokenB), Policy.NON_DECREASING));
+                System.out.printf("zookeeper: after the parent was deleted and the server restarted: czxid 0x%x (sequence %d,"
+                        + " was %d)%n", tokenC, sequence(seqC), sequence(seqB));
+                lockC.release();
+                third.close();
             } finally {
                 new ProcessBuilder("rm", "-rf", pgDir.toString()).start().waitFor();
             }

@@ -35,19 +35,37 @@ final class Servers implements AutoCloseable {
         }
     }
 
+    private Process zooKeeper;
+    private int zooKeeperPort;
+    private Path zooKeeperDir;
+
     /** A ZooKeeper server in {@code dir}: its connect string. */
     String zooKeeper(Path dir) throws Exception {
         Path jar = Path.of(System.getenv().getOrDefault("FENCING_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"));
         if (!Files.exists(jar)) {
             missing("ZooKeeper is not installed (apt install zookeeper)");
         }
-        int port = freePort();
+        zooKeeperPort = freePort();
+        zooKeeperDir = dir;
+        return startZooKeeper(jar);
+    }
+
+    /** Kills the ZooKeeper server (SIGKILL) and starts it again on the same data and port. */
+    void restartZooKeeper() throws Exception {
+        zooKeeper.destroyForcibly().waitFor();
+        startZooKeeper(Path.of(System.getenv().getOrDefault("FENCING_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar")));
+    }
+
+    private String startZooKeeper(Path jar) throws Exception {
+        int port = zooKeeperPort;
+        Path dir = zooKeeperDir;
         Process zk = new ProcessBuilder("java", "-cp", jar.toString(), "org.apache.zookeeper.server.ZooKeeperServerMain",
                         String.valueOf(port), dir.resolve("zookeeper").toString(), "500")
                 .redirectErrorStream(true)
-                .redirectOutput(dir.resolve("zookeeper.log").toFile())
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve("zookeeper.log").toFile()))
                 .start();
         processes.add(zk);
+        zooKeeper = zk;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (true) {
             try {

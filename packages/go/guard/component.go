@@ -25,22 +25,34 @@ func coreModules(bytes []byte) ([][]byte, error) {
 		return nil, errNotComponent
 	}
 	var modules [][]byte
-	for p := len(header); p < len(bytes); {
+	err := sections(bytes, func(id byte, payload []byte) bool {
+		if id == 1 {
+			modules = append(modules, payload)
+		}
+		return true
+	})
+	return modules, err
+}
+
+// sections calls visit with the id and payload of each section after the
+// 8-byte header of a module or component, until visit returns false.
+func sections(bytes []byte, visit func(id byte, payload []byte) bool) error {
+	for p := 8; p < len(bytes); {
 		id := bytes[p]
 		size, start, err := leb128(bytes, p+1)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		end := start + int(size)
 		if end > len(bytes) || end < start {
-			return nil, fmt.Errorf("truncated component: section %d at %d runs past the end", id, p)
+			return fmt.Errorf("truncated wasm binary: section %d at %d runs past the end", id, p)
 		}
-		if id == 1 {
-			modules = append(modules, bytes[start:end])
+		if !visit(id, bytes[start:end]) {
+			return nil
 		}
 		p = end
 	}
-	return modules, nil
+	return nil
 }
 
 // leb128 reads an unsigned LEB128 u32 at p: the value and the next offset.
@@ -70,22 +82,19 @@ func exports(module []byte, name string) (bool, error) {
 	if len(module) < 8 || string(module[:4]) != "\x00asm" {
 		return false, errors.New("malformed component: a core module without the wasm header")
 	}
-	for p := 8; p < len(module); {
-		id := module[p]
-		size, start, err := leb128(module, p+1)
-		if err != nil {
-			return false, err
-		}
-		end := start + int(size)
-		if end > len(module) || end < start {
-			return false, errors.New("truncated core module")
-		}
+	var found bool
+	var sectionErr error
+	err := sections(module, func(id byte, payload []byte) bool {
 		if id == 7 {
-			return exportSectionHas(module[start:end], name)
+			found, sectionErr = exportSectionHas(payload, name)
+			return false
 		}
-		p = end
+		return true
+	})
+	if err != nil {
+		return false, err
 	}
-	return false, nil
+	return found, sectionErr
 }
 
 func exportSectionHas(section []byte, name string) (bool, error) {

@@ -11,10 +11,7 @@ public record Fence(String lock, long highWater, OptionalLong sequence) {
     public Fence {
         Objects.requireNonNull(lock, "lock");
         U64.check(highWater, "highWater");
-        Objects.requireNonNull(sequence, "sequence");
-        if (sequence.isPresent()) {
-            U64.check(sequence.getAsLong(), "sequence");
-        }
+        U64.check(sequence, "sequence");
     }
 
     /** A fence with no sequence. */

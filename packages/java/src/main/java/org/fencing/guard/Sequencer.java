@@ -8,10 +8,7 @@ public record Sequencer(String lock, long token, OptionalLong sequence) {
     public Sequencer {
         Objects.requireNonNull(lock, "lock");
         U64.check(token, "token");
-        Objects.requireNonNull(sequence, "sequence");
-        if (sequence.isPresent()) {
-            U64.check(sequence.getAsLong(), "sequence");
-        }
+        U64.check(sequence, "sequence");
     }
 
     /** A sequencer with no sequence. */

@@ -24,4 +24,17 @@ public final class U64 {
         }
         return value;
     }
+
+    /**
+     * {@code value}, non-null and holding a u64 this package can carry when present.
+     *
+     * @throws IllegalArgumentException naming {@code field} when it holds a negative value
+     */
+    public static java.util.OptionalLong check(java.util.OptionalLong value, String field) {
+        java.util.Objects.requireNonNull(value, field);
+        if (value.isPresent()) {
+            check(value.getAsLong(), field);
+        }
+        return value;
+    }
 }

@@ -1,16 +1,12 @@
 package org.fencing.guard;
 
-import java.util.Objects;
 import java.util.OptionalLong;
 
 /** One write of a batch (the lock is the batch's). */
 public record Write(long token, OptionalLong sequence) {
     public Write {
         U64.check(token, "token");
-        Objects.requireNonNull(sequence, "sequence");
-        if (sequence.isPresent()) {
-            U64.check(sequence.getAsLong(), "sequence");
-        }
+        U64.check(sequence, "sequence");
     }
 
     /** A write with no sequence. */

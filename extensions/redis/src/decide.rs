@@ -1,0 +1,74 @@
+//! `FENCING.DECIDE`: one decision with no key, for checking the module
+//! against the shared vectors and for clients that keep fences elsewhere.
+//!
+//! `FENCING.DECIDE policy lock token [SEQ n] [FENCE lock high_water [SEQ n]]`
+//! answers `[verdict, ...evidence]`: `admitted high_water sequence new_term`,
+//! `stale_token presented high_water`, `token_reused presented high_water`,
+//! `sequence_regressed token presented last`, `wrong_lock`, `invalid_token`.
+//! Numbers are bulk strings (a u64 does not fit a RESP integer), a missing
+//! sequence is nil.
+
+use crate::args::{any_lock_arg, invalid, policy_arg, u64_arg};
+use fencing_runtime::{Fence, Guard, Rejection, Sequencer};
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+fn number(n: u64) -> RedisValue {
+    RedisValue::BulkString(n.to_string())
+}
+
+fn optional(n: Option<u64>) -> RedisValue {
+    n.map_or(RedisValue::Null, number)
+}
+
+/// `SEQ n` at the front of `args`, if there.
+fn sequence(args: &[RedisString]) -> Result<(Option<u64>, &[RedisString]), RedisError> {
+    match args {
+        [word, value, rest @ ..] if word.as_slice().eq_ignore_ascii_case(b"SEQ") => {
+            Ok((Some(u64_arg(value, "SEQ")?), rest))
+        }
+        [word] if word.as_slice().eq_ignore_ascii_case(b"SEQ") => Err(invalid("SEQ", "needs a value")),
+        _ => Ok((None, args)),
+    }
+}
+
+pub fn decide(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, policy, lock, token, rest @ ..] = args.as_slice() else { return Err(RedisError::WrongArity) };
+    let policy = policy_arg(policy)?;
+    let (seq, rest) = sequence(rest)?;
+    let presented = Sequencer { lock: any_lock_arg(lock)?, token: u64_arg(token, "token")?, sequence: seq };
+    let current = match rest {
+        [] => None,
+        [word, lock, high_water, rest @ ..] if word.as_slice().eq_ignore_ascii_case(b"FENCE") => {
+            let (seq, rest) = sequence(rest)?;
+            if !rest.is_empty() {
+                return Err(RedisError::WrongArity);
+            }
+            Some(Fence { lock: any_lock_arg(lock)?, high_water: u64_arg(high_water, "high_water")?, sequence: seq })
+        }
+        _ => return Err(RedisError::WrongArity),
+    };
+    let guard = crate::guard::get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))?;
+    let decision = guard
+        .admit(current.as_ref(), &presented, policy)
+        .map_err(|e| RedisError::String(format!("GUARD_FAILURE {e}")))?;
+    let word = |w: &'static str| RedisValue::SimpleStringStatic(w);
+    Ok(RedisValue::Array(match decision {
+        Ok(a) => vec![
+            word("admitted"),
+            number(a.high_water),
+            optional(a.sequence),
+            RedisValue::Integer(i64::from(a.new_term)),
+        ],
+        Err(Rejection::StaleToken { presented, high_water }) => {
+            vec![word("stale_token"), number(presented), number(high_water)]
+        }
+        Err(Rejection::TokenReused { presented, high_water }) => {
+            vec![word("token_reused"), number(presented), number(high_water)]
+        }
+        Err(Rejection::SequenceRegressed { token, presented, last }) => {
+            vec![word("sequence_regressed"), number(token), optional(presented), number(last)]
+        }
+        Err(Rejection::WrongLock) => vec![word("wrong_lock")],
+        Err(Rejection::InvalidToken) => vec![word("invalid_token")],
+    }))
+}

@@ -1,0 +1,142 @@
+//! Fenced writes: `FENCING.SET`, `FENCING.APPEND`, `FENCING.DEL` and the
+//! general `FENCING.EXEC`, each one command: decide the presented token
+//! against the key's fence with the guard, and only if admitted apply the
+//! write and store the new fence. What is replicated (and written to the
+//! AOF) is what was done (the write and the fence's `HSET`, wrapped in one
+//! MULTI/EXEC by Redis), never the fenced command, which a replica would
+//! decide again against a different state.
+//!
+//! A refusal is an error reply whose first word is the reason
+//! (`STALE_TOKEN`, `TOKEN_REUSED`, `WRONG_LOCK`, `SEQUENCE_REGRESSED`,
+//! `INVALID_TOKEN`), followed by the evidence; `GUARD_FAILURE` when the
+//! guard could not decide (the write is refused: fail closed).
+
+use crate::args::{WriteOptions, lock_arg, u64_arg, write_options};
+use crate::fence;
+use fencing_runtime::{Fence, Guard, Rejection, Sequencer};
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+/// What a fenced write presented.
+struct Presented<'a> {
+    key: &'a RedisString,
+    lock: String,
+    token: u64,
+    options: WriteOptions,
+}
+
+/// Reads `key lock token`, then `values` positional arguments, then the
+/// options; the positional arguments and whatever follows the options.
+fn presented(
+    args: &[RedisString],
+    values: usize,
+) -> Result<(Presented<'_>, &[RedisString], &[RedisString]), RedisError> {
+    let [_, key, lock, token, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    if rest.len() < values {
+        return Err(RedisError::WrongArity);
+    }
+    let (positional, rest) = rest.split_at(values);
+    let (options, rest) = write_options(rest)?;
+    Ok((Presented { key, lock: lock_arg(lock)?, token: u64_arg(token, "token")?, options }, positional, rest))
+}
+
+/// The refusal's error reply.
+fn refusal(r: &Rejection, fence: Option<&Fence>) -> RedisError {
+    let text = match r {
+        Rejection::StaleToken { presented, high_water } => {
+            format!("STALE_TOKEN presented={presented} high_water={high_water}")
+        }
+        Rejection::TokenReused { presented, high_water } => {
+            format!("TOKEN_REUSED presented={presented} high_water={high_water}")
+        }
+        Rejection::SequenceRegressed { token, presented, last } => format!(
+            "SEQUENCE_REGRESSED token={token} presented={} last={last}",
+            presented.map_or("none".into(), |s| s.to_string())
+        ),
+        Rejection::WrongLock => {
+            let bound = fence.map_or(String::new(), |f| format!("{:?}", f.lock));
+            format!("WRONG_LOCK the key is fenced by lock {bound}")
+        }
+        Rejection::InvalidToken => "INVALID_TOKEN token 0 is never issued".into(),
+    };
+    RedisError::String(text)
+}
+
+/// Decides `p` against the key's fence: the fence to store if admitted.
+fn decide(ctx: &Context, p: &Presented) -> Result<Fence, RedisError> {
+    let current = fence::read(ctx, p.key)?;
+    let sequencer = Sequencer { lock: p.lock.clone(), token: p.token, sequence: p.options.sequence };
+    let guard = crate::guard::get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))?;
+    match guard.admit(current.as_ref(), &sequencer, p.options.policy) {
+        Ok(Ok(admission)) => {
+            Ok(Fence { lock: p.lock.clone(), high_water: admission.high_water, sequence: admission.sequence })
+        }
+        Ok(Err(rejection)) => {
+            crate::stats::refused();
+            Err(refusal(&rejection, current.as_ref()))
+        }
+        Err(failure) => {
+            crate::stats::refused();
+            Err(RedisError::String(format!("GUARD_FAILURE the write is refused: {failure}")))
+        }
+    }
+}
+
+/// Applies `command args` if `p` is admitted, then stores the fence.
+fn fenced(ctx: &Context, p: &Presented, command: &str, args: &[&RedisString]) -> RedisResult {
+    if p.key.as_slice().starts_with(fence::PREFIX) {
+        return Err(RedisError::Str("ERR keys under the fencing: prefix are the module's"));
+    }
+    let admitted = decide(ctx, p)?;
+    let reply = fence::replicated(ctx, command, args)?;
+    fence::write(ctx, p.key, &admitted)?;
+    crate::stats::admitted();
+    Ok(reply)
+}
+
+/// `FENCING.SET key lock token value [SEQ n] [POLICY p]`
+pub fn set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let (p, [value], []) = presented(&args, 1)? else { return Err(RedisError::WrongArity) };
+    fenced(ctx, &p, "SET", &[p.key, value])
+}
+
+/// `FENCING.APPEND key lock token value [SEQ n] [POLICY p]`
+pub fn append(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let (p, [value], []) = presented(&args, 1)? else { return Err(RedisError::WrongArity) };
+    fenced(ctx, &p, "APPEND", &[p.key, value])
+}
+
+/// `FENCING.DEL key lock token [SEQ n] [POLICY p]`
+pub fn del(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let (p, [], []) = presented(&args, 0)? else { return Err(RedisError::WrongArity) };
+    fenced(ctx, &p, "DEL", &[p.key])
+}
+
+/// `FENCING.EXEC key lock token [SEQ n] [POLICY p] COMMAND arg...`: runs one
+/// write command if admitted. Its first key must be `key` (the fence it is
+/// decided against), so `COMMAND`'s own arguments start with `key`.
+pub fn exec(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let (p, [], rest) = presented(&args, 0)? else { return Err(RedisError::WrongArity) };
+    let [command, command_args @ ..] = rest else { return Err(RedisError::WrongArity) };
+    if command_args.first().map(|k| k.as_slice()) != Some(p.key.as_slice()) {
+        return Err(RedisError::Str("ERR the command's first argument must be the fenced key"));
+    }
+    let name =
+        std::str::from_utf8(command.as_slice()).map_err(|_| RedisError::Str("ERR the command name is not UTF-8"))?;
+    let refs: Vec<&RedisString> = command_args.iter().collect();
+    fenced(ctx, &p, name, &refs)
+}
+
+/// `FENCING.FENCE key`: `[lock, high_water, sequence]` or nil.
+pub fn show(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, key] = args.as_slice() else { return Err(RedisError::WrongArity) };
+    Ok(match fence::read(ctx, key)? {
+        None => RedisValue::Null,
+        Some(f) => RedisValue::Array(vec![
+            RedisValue::BulkString(f.lock),
+            RedisValue::BulkString(f.high_water.to_string()),
+            f.sequence.map_or(RedisValue::Null, |s| RedisValue::BulkString(s.to_string())),
+        ]),
+    })
+}

@@ -1,0 +1,256 @@
+"""The fencing module inside a real redis-server, through redis-py."""
+
+import glob
+import json
+import os
+import threading
+import time
+import unittest
+
+import redis
+
+from servers import Server
+
+VECTORS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "vectors")
+
+
+def error_of(call):
+    try:
+        call()
+    except redis.ResponseError as e:
+        return str(e)
+    raise AssertionError("expected an error reply")
+
+
+class GcPause(unittest.TestCase):
+    def setUp(self):
+        self.server = Server()
+        self.r = self.server.client()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_a_paused_holders_late_write_is_refused_and_the_value_keeps_the_new_holders_data(self):
+        r = self.r
+        token_a, lease_a = r.execute_command("FENCING.ACQUIRE", "orders", "client-a", 200)
+        self.assertEqual(r.execute_command("FENCING.SET", "orders:invoice", "orders", token_a, "from a"), b"OK")
+        # Client A pauses past its lease; B takes the lock after it expires.
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.ACQUIRE", "orders", "client-b", 30000)).startswith("LOCKED"))
+        time.sleep(0.3)
+        token_b, lease_b = r.execute_command("FENCING.ACQUIRE", "orders", "client-b", 30000)
+        self.assertGreater(token_b, token_a)
+        self.assertEqual(r.execute_command("FENCING.SET", "orders:invoice", "orders", token_b, "from b"), b"OK")
+        # A wakes and writes with its old token.
+        err = error_of(lambda: r.execute_command("FENCING.SET", "orders:invoice", "orders", token_a, "late"))
+        self.assertEqual(err, f"STALE_TOKEN presented={token_a} high_water={token_b}")
+        self.assertEqual(r.get("orders:invoice"), b"from b")
+        # A's lease is gone: it cannot renew or release B's.
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.RENEW", "orders", lease_a, 1000)).startswith("WRONG_LEASE"))
+        self.assertEqual(r.execute_command("FENCING.RELEASE", "orders", lease_b), b"OK")
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.RENEW", "orders", lease_b, 1000)).startswith("LEASE_EXPIRED"))
+        holder, last, _ = r.execute_command("FENCING.LOCK", "orders")
+        self.assertEqual((holder, last), (None, token_b))
+
+    def test_every_write_form_is_fenced(self):
+        r = self.r
+        r.execute_command("FENCING.SET", "k", "l", 5, "a")
+        self.assertEqual(r.execute_command("FENCING.APPEND", "k", "l", 5, "b"), 2)
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.APPEND", "k", "l", 4, "x")).startswith("STALE_TOKEN"))
+        self.assertEqual(r.execute_command("FENCING.EXEC", "h", "l", 6, "HSET", "h", "f", "v"), 1)
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.EXEC", "h", "l", 5, "HSET", "h", "f", "late")).startswith("STALE_TOKEN"))
+        self.assertEqual(r.hgetall("h"), {b"f": b"v"})
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.DEL", "k", "other", 9)).startswith("WRONG_LOCK"))
+        self.assertEqual(r.execute_command("FENCING.DEL", "k", "l", 6), 1)
+        self.assertEqual(r.execute_command("FENCING.FENCE", "k"), [b"l", b"6", None])
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2, "POLICY", "strictly-increasing")).startswith("TOKEN_REUSED"))
+        r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2)
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2)).startswith("SEQUENCE_REGRESSED"))
+        admitted, refused = r.execute_command("FENCING.STATS")[1::2]
+        self.assertEqual((admitted, refused), (5, 5))
+
+
+class BadInput(unittest.TestCase):
+    def setUp(self):
+        self.server = Server()
+        self.r = self.server.client()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_bad_input_is_a_clear_error_and_writes_nothing(self):
+        r = self.r
+        cases = [
+            (("FENCING.SET", "k", "l", 1), "wrong number of arguments"),
+            (("FENCING.SET", "k", "l", "x", "v"), "token must be a decimal integer"),
+            (("FENCING.SET", "k", "l", "-1", "v"), "token must be a decimal integer"),
+            (("FENCING.SET", "k", "l", "18446744073709551616", "v"), "token is above 18446744073709551615"),
+            (("FENCING.SET", "k", "", 1, "v"), "lock must be 1 to 256 characters"),
+            (("FENCING.SET", "k", "x" * 257, 1, "v"), "lock must be 1 to 256 characters"),
+            (("FENCING.SET", "k", b"\xff\xfe", 1, "v"), "lock is not UTF-8"),
+            (("FENCING.SET", "k", "l", 1, "v", "SEQ"), "SEQ needs a value"),
+            (("FENCING.SET", "k", "l", 1, "v", "POLICY", "sometimes"), "POLICY must be"),
+            (("FENCING.SET", "fencing:fence:k", "l", 1, "v"), "keys under the fencing: prefix"),
+            (("FENCING.EXEC", "k", "l", 1, "SET", "other", "v"), "the command's first argument must be the fenced key"),
+            (("FENCING.ACQUIRE", "l", "me", 5), "ttl_ms must be 10 to 3600000"),
+            (("FENCING.ACQUIRE", "l", "me"), "wrong number of arguments"),
+        ]
+        for args, expected in cases:
+            self.assertIn(expected, error_of(lambda: r.execute_command(*args)), args)
+        self.assertEqual(r.keys("*"), [], "nothing was written")
+        # Binary values are stored as given, and the u64 limit itself is a token.
+        r.execute_command("FENCING.SET", "bin", "l", 18446744073709551615, b"\x00\xff\r\n")
+        self.assertEqual(r.get("bin"), b"\x00\xff\r\n")
+        self.assertEqual(r.execute_command("FENCING.FENCE", "bin")[1], b"18446744073709551615")
+
+
+def vector_cases():
+    for path in sorted(glob.glob(os.path.join(VECTORS, "*.json"))):
+        with open(path) as f:
+            yield from json.load(f)["cases"]
+
+
+class Vectors(unittest.TestCase):
+    """Every shared vector through FENCING.DECIDE: single writes as they are,
+    batches and streams as the sequence of single decisions they stand for."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+        cls.r = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def decide(self, policy, fence, lock, token, sequence):
+        args = ["FENCING.DECIDE", policy, lock, token]
+        if sequence is not None:
+            args += ["SEQ", sequence]
+        if fence is not None:
+            args += ["FENCE", fence["lock"], fence["high_water"]]
+            if fence.get("sequence") is not None:
+                args += ["SEQ", fence["sequence"]]
+        reply = self.r.execute_command(*args)
+        verdict = reply[0].decode()
+        num = lambda v: None if v is None else int(v)
+        if verdict == "admitted":
+            return {"verdict": "admitted", "high_water": num(reply[1]), "sequence": num(reply[2]), "new_term": bool(reply[3])}
+        if verdict in ("stale_token", "token_reused"):
+            return {"verdict": verdict, "presented": num(reply[1]), "high_water": num(reply[2])}
+        if verdict == "sequence_regressed":
+            return {"verdict": verdict, "token": num(reply[1]), "presented": num(reply[2]), "last": num(reply[3])}
+        return {"verdict": verdict}
+
+    def run_case(self, c):
+        policy = c["policy"]
+        if c["kind"] == "admit":
+            s = c["sequencer"]
+            return self.decide(policy, c["fence"], s["lock"], s["token"], s.get("sequence"))
+        if c["kind"] == "batch":
+            fence, verdicts = c["fence"], []
+            for w in c["writes"]:
+                v = self.decide(policy, fence, c["lock"], w["token"], w.get("sequence"))
+                if v["verdict"] == "admitted":
+                    fence = {"lock": c["lock"], "high_water": v["high_water"], "sequence": v["sequence"]}
+                verdicts.append(v)
+            after = None if fence is None else {"high_water": fence["high_water"], "sequence": fence.get("sequence")}
+            return {"verdicts": verdicts, "fence": after}
+        lock = "stream"
+        fence = None if c["high_water"] == 0 else {"lock": lock, "high_water": c["high_water"]}
+        verdicts = []
+        for t in c["tokens"]:
+            v = self.decide(policy, fence, lock, t, None)
+            if v["verdict"] == "admitted":
+                fence = {"lock": lock, "high_water": v["high_water"]}
+            verdicts.append(v["verdict"])
+        return {"verdicts": verdicts, "high_water": 0 if fence is None else fence["high_water"]}
+
+    @staticmethod
+    def normalised(expect):
+        def fill(v):
+            if isinstance(v, dict):
+                if v.get("verdict") == "admitted":
+                    v.setdefault("sequence", None)
+                if v.get("verdict") == "sequence_regressed":
+                    v.setdefault("presented", None)
+                for x in v.values():
+                    fill(x)
+            elif isinstance(v, list):
+                for x in v:
+                    fill(x)
+            return v
+        return fill(json.loads(json.dumps(expect)))
+
+    def test_every_shared_vector(self):
+        cases = list(vector_cases())
+        self.assertGreaterEqual(len(cases), 100)
+        failed = [c["name"] for c in cases if self.run_case(c) != self.normalised(c["expect"])]
+        print(f"\nredis: {len(cases)} shared cases, {len(cases) - len(failed)} passed")
+        self.assertEqual(failed, [])
+
+
+class Durability(unittest.TestCase):
+    def test_kill9_under_load_reissues_no_token_and_loses_no_acknowledged_fence(self):
+        server = Server()
+        try:
+            r = server.client()
+            acked_tokens, acked_fences, stop = [], {}, threading.Event()
+
+            def load():
+                c = server.client()
+                i = 0
+                while not stop.is_set():
+                    try:
+                        token, lease = c.execute_command("FENCING.ACQUIRE", "l", "w", 200)
+                        acked_tokens.append(token)
+                        c.execute_command("FENCING.SET", f"k{i % 20}", "l", token, str(token))
+                        acked_fences[f"k{i % 20}"] = token
+                        c.execute_command("FENCING.RELEASE", "l", lease)
+                        i += 1
+                    except (redis.ConnectionError, redis.TimeoutError):
+                        return
+
+            t = threading.Thread(target=load)
+            t.start()
+            time.sleep(1.0)
+            server.kill9()
+            stop.set()
+            t.join()
+            server.start()
+            r = server.client()
+            self.assertGreater(len(acked_tokens), 20)
+            time.sleep(0.3)  # a lease granted just before the kill runs out
+            token, _ = r.execute_command("FENCING.ACQUIRE", "l", "after", 10000)
+            self.assertGreater(token, max(acked_tokens), "no token issued again after kill -9")
+            for key, t_acked in acked_fences.items():
+                fence = r.execute_command("FENCING.FENCE", key)
+                self.assertGreaterEqual(int(fence[1]), t_acked, key)
+            print(f"\nredis: kill -9 after {len(acked_tokens)} acknowledged grants; the next grant is {token}")
+        finally:
+            server.stop()
+
+
+class Replication(unittest.TestCase):
+    def test_a_replica_holds_the_writes_and_fences_and_refuses_stale_tokens_after_promotion(self):
+        primary = Server()
+        replica = Server("--replicaof", "127.0.0.1", str(primary.port))
+        try:
+            p, rr = primary.client(), replica.client()
+            token, _ = p.execute_command("FENCING.ACQUIRE", "l", "w", 30000)
+            p.execute_command("FENCING.SET", "k", "l", token + 1, "v")
+            p.execute_command("FENCING.EXEC", "list", "l", token + 1, "LPUSH", "list", "a")
+            self.assertGreaterEqual(p.execute_command("WAIT", 1, 5000), 1)
+            self.assertEqual(rr.get("k"), b"v")
+            self.assertEqual(rr.lrange("list", 0, -1), [b"a"])
+            self.assertEqual(rr.execute_command("FENCING.FENCE", "k"), [b"l", str(token + 1).encode(), None])
+            self.assertEqual(rr.execute_command("FENCING.LOCK", "l")[0], b"w")
+            rr.execute_command("REPLICAOF", "NO", "ONE")
+            self.assertTrue(error_of(lambda: rr.execute_command("FENCING.SET", "k", "l", token, "stale")).startswith("STALE_TOKEN"))
+            self.assertEqual(rr.get("k"), b"v")
+        finally:
+            replica.stop()
+            primary.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -236,10 +236,14 @@ class Replication(unittest.TestCase):
         replica = Server("--replicaof", "127.0.0.1", str(primary.port))
         try:
             p, rr = primary.client(), replica.client()
+            deadline = time.monotonic() + 60
+            while rr.info("replication").get("master_link_status") != "up":
+                self.assertLess(time.monotonic(), deadline, "the replica never finished its first sync")
+                time.sleep(0.05)
             token, _ = p.execute_command("FENCING.ACQUIRE", "l", "w", 30000)
             p.execute_command("FENCING.SET", "k", "l", token + 1, "v")
             p.execute_command("FENCING.EXEC", "list", "l", token + 1, "LPUSH", "list", "a")
-            self.assertGreaterEqual(p.execute_command("WAIT", 1, 5000), 1)
+            self.assertGreaterEqual(p.execute_command("WAIT", 1, 30000), 1)
             self.assertEqual(rr.get("k"), b"v")
             self.assertEqual(rr.lrange("list", 0, -1), [b"a"])
             self.assertEqual(rr.execute_command("FENCING.FENCE", "k"), [b"l", str(token + 1).encode(), None])

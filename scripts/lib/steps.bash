@@ -44,10 +44,16 @@ await_background() {
   return $status
 }
 
+# Free space on the checkout's disk, in GiB: a build that fills the disk fails
+# in ways that name no step, so every step records what it left.
+_free_gib() {
+  df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'
+}
+
 _record() {
   local failed=""
   [ "$3" -eq 0 ] || failed="  (FAILED, exit $3)"
-  _steps+=("$(printf '%6ds  %s%s' "$2" "$1" "$failed")")
+  _steps+=("$(printf '%6ds  %6sG free  %s%s' "$2" "$(_free_gib)" "$1" "$failed")")
 }
 
 _finish() {
@@ -57,7 +63,7 @@ _finish() {
   echo "== step times (${_steps_title:-steps})"
   local line
   for line in "${_steps[@]}"; do echo "$line"; done
-  printf '%6ds  total\n' $((SECONDS - _steps_started))
+  printf '%6ds  %6sG free  total\n' $((SECONDS - _steps_started)) "$(_free_gib)"
   return $status
 }
 trap _finish EXIT

@@ -1,25 +1,16 @@
-//! Where a key's fence lives: the hash `fencing:fence:<key>` beside it
-//! (fields `lock`, `high_water`, `sequence`), in the keyspace, so RDB, AOF
-//! and replication carry it like the data. Ordinary commands can write it
-//! too; the docs say to keep the `fencing:` prefix out of applications'
+//! A key's fence: the hash `fencing:fence:<key>` beside it (fields `lock`,
+//! `high_water`, `sequence`; named in `keys.rs`), in the keyspace, so RDB,
+//! AOF and replication carry it like the data. Ordinary commands can write
+//! it too; the docs say to keep the `fencing:` prefix out of applications'
 //! writes (an ACL key pattern does it).
 
+use crate::keys;
 use fencing_runtime::Fence;
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisError, RedisString, RedisValue};
 
-/// The prefix of every key the module keeps.
-pub const PREFIX: &[u8] = b"fencing:";
-
-/// The name of `key`'s fence.
-pub fn fence_key(ctx: &Context, key: &RedisString) -> RedisString {
-    let mut name = b"fencing:fence:".to_vec();
-    name.extend_from_slice(key.as_slice());
-    ctx.create_string(name)
-}
-
 /// The fence stored for `key`, if any.
 pub fn read(ctx: &Context, key: &RedisString) -> Result<Option<Fence>, RedisError> {
-    let name = fence_key(ctx, key);
+    let name = keys::fence(ctx, key.as_slice());
     let fields = ctx.call(
         "HMGET",
         &[&name, &ctx.create_string("lock"), &ctx.create_string("high_water"), &ctx.create_string("sequence")],
@@ -72,9 +63,9 @@ fn value_of(reply: &CallReply) -> RedisValue {
     RedisValue::from(reply)
 }
 
-/// Stores `fence` for `key` (replicated).
-pub fn write(ctx: &Context, key: &RedisString, fence: &Fence) -> Result<(), RedisError> {
-    let name = fence_key(ctx, key);
+/// Stores `fence` for `key` (replicated), where `before` was stored.
+pub fn write(ctx: &Context, key: &RedisString, before: Option<&Fence>, fence: &Fence) -> Result<(), RedisError> {
+    let name = keys::fence(ctx, key.as_slice());
     let s = |v: &str| ctx.create_string(v);
     let (lock, hw) = (s(&fence.lock), s(&fence.high_water.to_string()));
     let (f_lock, f_hw, f_seq) = (s("lock"), s("high_water"), s("sequence"));
@@ -85,8 +76,16 @@ pub fn write(ctx: &Context, key: &RedisString, fence: &Fence) -> Result<(), Redi
         }
         None => {
             replicated(ctx, "HSET", &[&name, &f_lock, &lock, &f_hw, &hw])?;
-            replicated(ctx, "HDEL", &[&name, &f_seq])?;
+            if before.is_some_and(|b| b.sequence.is_some()) {
+                replicated(ctx, "HDEL", &[&name, &f_seq])?;
+            }
         }
     }
+    Ok(())
+}
+
+/// Removes `key`'s fence (replicated).
+pub fn remove(ctx: &Context, key: &RedisString) -> Result<(), RedisError> {
+    replicated(ctx, "DEL", &[&keys::fence(ctx, key.as_slice())])?;
     Ok(())
 }

@@ -1,28 +1,27 @@
 //! Leases with fencing tokens: `FENCING.ACQUIRE`, `FENCING.RENEW`,
 //! `FENCING.RELEASE`, `FENCING.LOCK`.
 //!
-//! A lock is the hash `fencing:lock:<name>` (holder, lease id, token) with a
-//! millisecond expiry, so leases expire by Redis's own clock; its tokens come
-//! from the counter `fencing:token:<name>`, which nothing but `FLUSHALL` or a
+//! A lock is the hash `fencing:lock:<name>` (holder, lease id, token; named
+//! in `keys.rs`) with a millisecond expiry, so leases expire by Redis's own
+//! clock; its tokens come from the counter `fencing:token:<name>`, which nothing but `FLUSHALL` or a
 //! `DEL` of it lowers, and which RDB, the AOF and replication carry. Every
 //! change is replicated as its effects (`INCR`, `HSET`, `PEXPIRE`, which
 //! Redis propagates as an absolute `PEXPIREAT`).
 
 use crate::args::{invalid, lock_arg, u64_arg};
 use crate::fence::{replicated, reply_bytes};
+use crate::keys;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
-use std::io::Read;
 
 /// Shortest and longest lease, as the reference server takes them.
 const MIN_LEASE_MS: u64 = 10;
 const MAX_LEASE_MS: u64 = 3_600_000;
 
-fn lock_key(ctx: &Context, name: &str) -> RedisString {
-    ctx.create_string(format!("fencing:lock:{name}"))
-}
-
-fn token_key(ctx: &Context, name: &str) -> RedisString {
-    ctx.create_string(format!("fencing:token:{name}"))
+/// The lock name argument, refused in a cluster if its keys could not share its slot.
+fn lock_name(ctx: &Context, arg: &RedisString) -> Result<String, RedisError> {
+    let name = lock_arg(arg)?;
+    keys::colocated(ctx, "the lock", name.as_bytes())?;
+    Ok(name)
 }
 
 fn lease_ms(arg: &RedisString) -> Result<u64, RedisError> {
@@ -33,12 +32,10 @@ fn lease_ms(arg: &RedisString) -> Result<u64, RedisError> {
     Ok(ms)
 }
 
-/// 128 random bits as 32 hex digits: a lease id nobody can guess.
+/// 128 random bits from the kernel as 32 hex digits: a lease id nobody can guess.
 fn new_lease_id() -> Result<String, RedisError> {
     let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| RedisError::String(format!("ERR no randomness for a lease id: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| RedisError::String(format!("ERR no randomness for a lease id: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -69,17 +66,17 @@ fn remaining_ms(ctx: &Context, key: &RedisString) -> Result<i64, RedisError> {
 /// `LOCKED holder="..." remaining_ms=N` while another lease holds it.
 pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, lock, who, ttl] = args.as_slice() else { return Err(RedisError::WrongArity) };
-    let name = lock_arg(lock)?;
+    let name = lock_name(ctx, lock)?;
     let who = std::str::from_utf8(who.as_slice()).map_err(|_| invalid("holder", "is not UTF-8"))?.to_owned();
     if who.is_empty() || who.chars().count() > 256 {
         return Err(invalid("holder", "must be 1 to 256 characters"));
     }
     let ttl = lease_ms(ttl)?;
-    let key = lock_key(ctx, &name);
+    let key = keys::lease(ctx, &name);
     if let Some((held_by, _, _)) = holder(ctx, &key)? {
         return Err(RedisError::String(format!("LOCKED holder={held_by:?} remaining_ms={}", remaining_ms(ctx, &key)?)));
     }
-    let counter = token_key(ctx, &name);
+    let counter = keys::tokens(ctx, &name);
     let RedisValue::Integer(token) = replicated(ctx, "INCR", &[&counter])? else {
         return Err(RedisError::Str("ERR the token counter is not an integer"));
     };
@@ -95,8 +92,8 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// The held lock's key if `lease` is its current lease: `LEASE_EXPIRED`
 /// when nothing holds it, `WRONG_LEASE` when another lease does.
 fn owned(ctx: &Context, lock: &RedisString, lease: &RedisString) -> Result<RedisString, RedisError> {
-    let name = lock_arg(lock)?;
-    let key = lock_key(ctx, &name);
+    let name = lock_name(ctx, lock)?;
+    let key = keys::lease(ctx, &name);
     match holder(ctx, &key)? {
         None => Err(RedisError::Str("LEASE_EXPIRED the lease ended; acquire the lock again")),
         Some((_, current, _)) if current.as_bytes() != lease.as_slice() => {
@@ -127,8 +124,8 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// `[nil, last_token, 0]` (the last token issued, 0 for none).
 pub fn status(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, lock] = args.as_slice() else { return Err(RedisError::WrongArity) };
-    let name = lock_arg(lock)?;
-    let key = lock_key(ctx, &name);
+    let name = lock_name(ctx, lock)?;
+    let key = keys::lease(ctx, &name);
     if let Some((who, _, token)) = holder(ctx, &key)? {
         let token: i64 = token.parse().map_err(|_| RedisError::Str("ERR the lock's token is not a number"))?;
         return Ok(RedisValue::Array(vec![
@@ -137,6 +134,6 @@ pub fn status(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             RedisValue::Integer(remaining_ms(ctx, &key)?),
         ]));
     }
-    let last = text(&ctx.call("GET", &[&token_key(ctx, &name)])?).and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
+    let last = text(&ctx.call("GET", &[&keys::tokens(ctx, &name)])?).and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
     Ok(RedisValue::Array(vec![RedisValue::Null, RedisValue::Integer(last), RedisValue::Integer(0)]))
 }

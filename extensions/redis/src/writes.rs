@@ -12,7 +12,7 @@
 //! guard could not decide (the write is refused: fail closed).
 
 use crate::args::{WriteOptions, lock_arg, u64_arg, write_options};
-use crate::fence;
+use crate::{fence, keys};
 use fencing_runtime::{Fence, Guard, Rejection, Sequencer};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
@@ -63,34 +63,38 @@ fn refusal(r: &Rejection, fence: Option<&Fence>) -> RedisError {
     RedisError::String(text)
 }
 
-/// Decides `p` against the key's fence: the fence to store if admitted.
-fn decide(ctx: &Context, p: &Presented) -> Result<Fence, RedisError> {
+/// Decides `p` against the key's fence: the fence stored before, and the
+/// fence to store if admitted.
+fn decide(ctx: &Context, p: &Presented) -> Result<(Option<Fence>, Fence), RedisError> {
     let current = fence::read(ctx, p.key)?;
     let sequencer = Sequencer { lock: p.lock.clone(), token: p.token, sequence: p.options.sequence };
     let guard = crate::guard::get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))?;
     match guard.admit(current.as_ref(), &sequencer, p.options.policy) {
         Ok(Ok(admission)) => {
-            Ok(Fence { lock: p.lock.clone(), high_water: admission.high_water, sequence: admission.sequence })
+            let admitted =
+                Fence { lock: p.lock.clone(), high_water: admission.high_water, sequence: admission.sequence };
+            Ok((current, admitted))
         }
         Ok(Err(rejection)) => {
             crate::stats::refused();
             Err(refusal(&rejection, current.as_ref()))
         }
         Err(failure) => {
-            crate::stats::refused();
-            Err(RedisError::String(format!("GUARD_FAILURE the write is refused: {failure}")))
+            crate::stats::failed();
+            Err(RedisError::String(format!("GUARD_FAILURE {} the write is refused: {failure}", failure.reason())))
         }
     }
 }
 
 /// Applies `command args` if `p` is admitted, then stores the fence.
 fn fenced(ctx: &Context, p: &Presented, command: &str, args: &[&RedisString]) -> RedisResult {
-    if p.key.as_slice().starts_with(fence::PREFIX) {
+    if p.key.as_slice().starts_with(keys::PREFIX) {
         return Err(RedisError::Str("ERR keys under the fencing: prefix are the module's"));
     }
-    let admitted = decide(ctx, p)?;
+    keys::colocated(ctx, "the key", p.key.as_slice())?;
+    let (before, admitted) = decide(ctx, p)?;
     let reply = fence::replicated(ctx, command, args)?;
-    fence::write(ctx, p.key, &admitted)?;
+    fence::write(ctx, p.key, before.as_ref(), &admitted)?;
     crate::stats::admitted();
     Ok(reply)
 }

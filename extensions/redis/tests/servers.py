@@ -21,19 +21,20 @@ def free_port():
 class Server:
     """A redis-server with the module, append-only with fsync always."""
 
-    def __init__(self, *extra, directory=None, port=None):
+    def __init__(self, *extra, directory=None, port=None, module_args=()):
         if not MODULE or not os.path.exists(MODULE):
             raise RuntimeError("set FENCING_REDIS_MODULE to the built libfencing_redis.so (scripts/test-redis)")
         self.owned = directory is None
         self.dir = directory or tempfile.mkdtemp(prefix="fencing-redis-")
         self.port = port or free_port()
         self.extra = list(extra)
+        self.module_args = list(module_args)
         self.start()
 
     def start(self):
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                 "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-                "--loadmodule", MODULE, *self.extra]
+                "--loadmodule", MODULE, *self.module_args, *self.extra]
         self.log = open(os.path.join(self.dir, "redis.log"), "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
@@ -43,8 +44,14 @@ class Server:
                 return
             except redis.ConnectionError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start: {open(os.path.join(self.dir, 'redis.log')).read()[-2000:]}")
+                    log = self.log_text()[-2000:]
+                    self.stop()
+                    raise RuntimeError(f"redis-server did not start: {log}")
                 time.sleep(0.05)
+
+    def log_text(self):
+        with open(os.path.join(self.dir, "redis.log"), errors="replace") as f:
+            return f.read()
 
     def client(self):
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)

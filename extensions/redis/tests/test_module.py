@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import subprocess
 import threading
 import time
 import unittest
@@ -12,6 +13,17 @@ import redis
 from servers import Server
 
 VECTORS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "vectors")
+MISBEHAVING = os.environ.get("FENCING_MISBEHAVING_WASM", "")
+
+
+def raw(r, *args):
+    """A reply as Redis sent it, past redis-py's parsing of known commands."""
+    conn = r.connection_pool.get_connection("_")
+    try:
+        conn.send_command(*args)
+        return conn.read_response()
+    finally:
+        r.connection_pool.release(conn)
 
 
 def error_of(call):
@@ -65,8 +77,31 @@ class GcPause(unittest.TestCase):
         self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2, "POLICY", "strictly-increasing")).startswith("TOKEN_REUSED"))
         r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2)
         self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2)).startswith("SEQUENCE_REGRESSED"))
-        admitted, refused = r.execute_command("FENCING.STATS")[1::2]
-        self.assertEqual((admitted, refused), (5, 5))
+        stats = r.execute_command("FENCING.STATS")
+        self.assertEqual(dict(zip(stats[::2], stats[1::2])),
+                         {b"writes_admitted": 5, b"writes_refused": 5, b"guard_failures": 0, b"resets": 0})
+
+    def test_the_story_through_redis_cli(self):
+        # Thirty-two leases before the story begins: client A's is the 33rd.
+        for _ in range(32):
+            _, lease = self.r.execute_command("FENCING.ACQUIRE", "orders", "earlier", 10000)
+            self.r.execute_command("FENCING.RELEASE", "orders", lease)
+
+        def cli(*args):
+            out = subprocess.run(["redis-cli", "-p", str(self.server.port), *map(str, args)],
+                                 capture_output=True, text=True, check=True)
+            return out.stdout.strip()
+
+        token_a, _ = cli("FENCING.ACQUIRE", "orders", "client-a", 200).splitlines()
+        self.assertEqual(token_a, "33")
+        self.assertEqual(cli("FENCING.SET", "orders:invoice", "orders", 33, "from a"), "OK")
+        time.sleep(0.3)  # A pauses past its lease
+        token_b, _ = cli("FENCING.ACQUIRE", "orders", "client-b", 30000).splitlines()
+        self.assertEqual(token_b, "34")
+        self.assertEqual(cli("FENCING.SET", "orders:invoice", "orders", 34, "from b"), "OK")
+        self.assertEqual(cli("FENCING.SET", "orders:invoice", "orders", 33, "late"),
+                         "STALE_TOKEN presented=33 high_water=34")  # an error reply (redis-cli shows "(error)" on a terminal)
+        self.assertEqual(cli("GET", "orders:invoice"), "from b")
 
 
 class BadInput(unittest.TestCase):
@@ -101,6 +136,151 @@ class BadInput(unittest.TestCase):
         r.execute_command("FENCING.SET", "bin", "l", 18446744073709551615, b"\x00\xff\r\n")
         self.assertEqual(r.get("bin"), b"\x00\xff\r\n")
         self.assertEqual(r.execute_command("FENCING.FENCE", "bin")[1], b"18446744073709551615")
+
+
+def key_slot(key):
+    """The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag or itself)."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    crc = 0
+    for byte in key:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc % 16384
+
+
+class Keys(unittest.TestCase):
+    """Where the module keeps its state, and what it tells Redis about its keys."""
+
+    def setUp(self):
+        self.server = Server()
+        self.r = self.server.client()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_every_key_the_module_keeps_shares_the_slot_of_its_key_or_lock(self):
+        r = self.r
+        self.assertEqual(key_slot(b"123456789"), 12739)  # the CRC16 Redis Cluster documents
+        for key, lock in ((b"orders:invoice", "orders"), (b"user:{42}:cart", "carts:{42}"), (b"a{b", "x{")):
+            token, _ = r.execute_command("FENCING.ACQUIRE", lock, "w", 10000)
+            r.execute_command("FENCING.SET", key, lock, token, "v")
+            r.execute_command("FENCING.RESET", key, "a test", "REBIND", lock, token)
+            for name, of in ((b"fencing:fence:", key), (b"fencing:resets:", key),
+                             (b"fencing:lock:", lock.encode()), (b"fencing:token:", lock.encode())):
+                mine = [k for k in r.keys(name + b"*") if of in k]
+                self.assertEqual(len(mine), 1, (name, of, r.keys("*")))
+                self.assertEqual(key_slot(mine[0]), key_slot(of), mine[0])
+        self.assertEqual(r.type("fencing:fence:{orders:invoice}"), b"hash")
+        self.assertEqual(r.type("fencing:token:{orders}"), b"string")
+
+    def test_command_info_names_the_keys_so_cluster_clients_route_them(self):
+        r = self.r
+        self.assertEqual(raw(r, "COMMAND", "GETKEYS", "FENCING.SET", "k", "l", 1, "v"), [b"k"])
+        self.assertEqual(raw(r, "COMMAND", "GETKEYS", "FENCING.EXEC", "h", "l", 1, "HSET", "h", "f", "v"), [b"h"])
+        self.assertEqual(raw(r, "COMMAND", "GETKEYS", "FENCING.ACQUIRE", "orders", "me", 1000), [b"orders"])
+        info = raw(r, "COMMAND", "INFO", "FENCING.SET")[0]
+        self.assertIn(b"write", info[2])
+        self.assertIn(b"denyoom", info[2])
+        self.assertIn(b"readonly", raw(r, "COMMAND", "INFO", "FENCING.LOCK")[0][2])
+
+    def test_info_counts_admitted_refused_and_reset_and_names_the_guard(self):
+        r = self.r
+        r.execute_command("FENCING.SET", "k", "l", 5, "a")
+        error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 4, "b"))
+        r.execute_command("FENCING.RESET", "k", "test")
+        info = r.info("fencing")
+        self.assertEqual((info["fencing_writes_admitted"], info["fencing_writes_refused"]), (1, 1))
+        self.assertEqual((info["fencing_guard_failures"], info["fencing_resets"]), (0, 1))
+        self.assertEqual(info["fencing_guard_source"], "<embedded>")
+        self.assertEqual(len(info["fencing_guard_sha256"]), 64)
+        self.assertTrue(info["fencing_guard_contract"].startswith("fencing:guard/check@"))
+
+
+class Reset(unittest.TestCase):
+    """The operator's reset: removes or re-binds a fence, and is recorded."""
+
+    def setUp(self):
+        self.server = Server()
+        self.r = self.server.client()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_a_rebind_unbricks_a_key_and_every_reset_is_recorded(self):
+        r = self.r
+        r.execute_command("FENCING.SET", "k", "l", 18446744073709551615, "pushed too far", "SEQ", 4)
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 40, "x")).startswith("STALE_TOKEN"))
+        entry = r.execute_command("FENCING.RESET", "k", "a client sent u64::MAX", "REBIND", "l", 39)
+        self.assertEqual(r.execute_command("FENCING.FENCE", "k"), [b"l", b"39", None])
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 38, "x")).startswith("STALE_TOKEN"))
+        self.assertEqual(r.execute_command("FENCING.SET", "k", "l", 40, "x"), b"OK")
+        r.execute_command("FENCING.RESET", "k", "start over")
+        self.assertIsNone(r.execute_command("FENCING.FENCE", "k"))
+        self.assertEqual(r.execute_command("FENCING.SET", "k", "other", 1, "y"), b"OK")
+        records = r.xrange("fencing:resets:{k}")
+        self.assertEqual(records[0][0], entry)
+        first, second = (dict(fields) for _, fields in records)
+        self.assertEqual(first[b"user"], b"default")
+        self.assertEqual(first[b"reason"], b"a client sent u64::MAX")
+        self.assertEqual(first[b"before"], b'lock="l" high_water=18446744073709551615 sequence=4')
+        self.assertEqual(first[b"after"], b'lock="l" high_water=39')
+        self.assertEqual((second[b"before"], second[b"after"]), (b'lock="l" high_water=40', b"none"))
+        self.assertIn('was reset by user "default" because "start over"', self.server.log_text())
+
+    def test_bad_resets_change_nothing(self):
+        r = self.r
+        r.execute_command("FENCING.SET", "k", "l", 7, "v")
+        cases = [
+            (("FENCING.RESET", "k"), "wrong number of arguments"),
+            (("FENCING.RESET", "k", ""), "reason must be 1 to 1024 characters"),
+            (("FENCING.RESET", "k", "r" * 1025), "reason must be 1 to 1024 characters"),
+            (("FENCING.RESET", "k", b"\xff"), "reason is not UTF-8"),
+            (("FENCING.RESET", "k", "why", "REBIND", "l"), "wrong number of arguments"),
+            (("FENCING.RESET", "k", "why", "REBIND", "l", 0), "high_water must be 1 or more"),
+            (("FENCING.RESET", "k", "why", "REBIND", "l", "-3"), "high_water must be a decimal integer"),
+            (("FENCING.RESET", "k", "why", "REBIND", "", 3), "lock must be 1 to 256 characters"),
+            (("FENCING.RESET", "fencing:fence:{k}", "why"), "keys under the fencing: prefix"),
+        ]
+        for args, expected in cases:
+            self.assertIn(expected, error_of(lambda: r.execute_command(*args)), args)
+        self.assertEqual(r.execute_command("FENCING.FENCE", "k"), [b"l", b"7", None])
+        self.assertEqual(r.keys("fencing:resets:*"), [])
+
+
+@unittest.skipUnless(MISBEHAVING, "set FENCING_MISBEHAVING_WASM (scripts/test-redis builds it)")
+class Plugin(unittest.TestCase):
+    """A component loaded with `PLUGIN path` decides instead of the embedded one."""
+
+    def test_a_misbehaving_plugin_fails_writes_closed_and_the_server_keeps_serving(self):
+        server = Server(module_args=["PLUGIN", MISBEHAVING])
+        try:
+            r = server.client()
+            self.assertEqual(r.info("fencing")["fencing_guard_source"], MISBEHAVING)
+            for lock, reason in (("loop", "guard_timeout"), ("trap", "guard_trap"), ("hog", "guard_out_of_memory")):
+                with self.subTest(lock=lock):
+                    err = error_of(lambda: r.execute_command("FENCING.SET", f"k-{lock}", lock, 1, "v"))
+                    self.assertTrue(err.startswith(f"GUARD_FAILURE {reason}"), err)
+                    self.assertIsNone(r.get(f"k-{lock}"))
+                    self.assertIsNone(r.execute_command("FENCING.FENCE", f"k-{lock}"))
+                    self.assertTrue(r.ping())
+            self.assertEqual(r.execute_command("FENCING.SET", "k", "fine", 1, "v"), b"OK")  # the real rules for other names
+            self.assertEqual(r.info("fencing")["fencing_guard_failures"], 3)
+        finally:
+            server.stop()
+
+    def test_a_plugin_that_cannot_load_stops_the_module_loading_with_a_reason(self):
+        for args, reason in ((["PLUGIN", "/nonexistent.wasm"], "cannot load the plugin /nonexistent.wasm"),
+                             (["PLUGINS"], "takes no arguments but `PLUGIN")):
+            with self.subTest(args=args):
+                with self.assertRaises(RuntimeError) as e:
+                    Server(module_args=args)
+                self.assertIn(reason, str(e.exception))
 
 
 def vector_cases():
@@ -231,7 +411,7 @@ class Durability(unittest.TestCase):
 
 
 class Replication(unittest.TestCase):
-    def test_a_replica_holds_the_writes_and_fences_and_refuses_stale_tokens_after_promotion(self):
+    def test_a_replica_after_wait_holds_writes_fences_and_leases_and_once_promoted_refuses_and_grants_on(self):
         primary = Server()
         replica = Server("--replicaof", "127.0.0.1", str(primary.port))
         try:
@@ -240,7 +420,7 @@ class Replication(unittest.TestCase):
             while rr.info("replication").get("master_link_status") != "up":
                 self.assertLess(time.monotonic(), deadline, "the replica never finished its first sync")
                 time.sleep(0.05)
-            token, _ = p.execute_command("FENCING.ACQUIRE", "l", "w", 30000)
+            token, _ = p.execute_command("FENCING.ACQUIRE", "l", "w", 5000)
             p.execute_command("FENCING.SET", "k", "l", token + 1, "v")
             p.execute_command("FENCING.EXEC", "list", "l", token + 1, "LPUSH", "list", "a")
             self.assertGreaterEqual(p.execute_command("WAIT", 1, 30000), 1)
@@ -251,6 +431,12 @@ class Replication(unittest.TestCase):
             rr.execute_command("REPLICAOF", "NO", "ONE")
             self.assertTrue(error_of(lambda: rr.execute_command("FENCING.SET", "k", "l", token, "stale")).startswith("STALE_TOKEN"))
             self.assertEqual(rr.get("k"), b"v")
+            # The lease runs out by the promoted replica's clock; its next grant is the next token.
+            deadline = time.monotonic() + 15
+            while rr.execute_command("FENCING.LOCK", "l")[0] is not None:
+                self.assertLess(time.monotonic(), deadline, "the lease never expired on the promoted replica")
+                time.sleep(0.1)
+            self.assertEqual(rr.execute_command("FENCING.ACQUIRE", "l", "next", 5000)[0], token + 1)
         finally:
             replica.stop()
             primary.stop()

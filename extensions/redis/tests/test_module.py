@@ -62,6 +62,10 @@ class GcPause(unittest.TestCase):
         self.assertTrue(error_of(lambda: r.execute_command("FENCING.RENEW", "orders", lease_b, 1000)).startswith("LEASE_EXPIRED"))
         holder, last, _ = r.execute_command("FENCING.LOCK", "orders")
         self.assertEqual((holder, last), (None, token_b))
+        # A lease ends by Redis's clock: renewing after that is refused.
+        _, lease_c = r.execute_command("FENCING.ACQUIRE", "orders", "client-c", 50)
+        time.sleep(0.15)
+        self.assertTrue(error_of(lambda: r.execute_command("FENCING.RENEW", "orders", lease_c, 1000)).startswith("LEASE_EXPIRED"))
 
     def test_every_write_form_is_fenced(self):
         r = self.r

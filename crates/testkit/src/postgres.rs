@@ -19,7 +19,8 @@ pub struct Postgres {
     pub url: String,
 }
 
-fn bin(name: &str) -> PathBuf {
+/// A PostgreSQL program (`pg_dump`, `psql`...) of the version the tests run.
+pub fn bin(name: &str) -> PathBuf {
     let dir = std::env::var("FENCING_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
     let path = PathBuf::from(dir).join(name);
     assert!(path.exists(), "{} not found: install postgresql-15 or set FENCING_PG_BIN", path.display());
@@ -60,6 +61,11 @@ impl Postgres {
         let pg = Postgres { child, dir, run_as, port, url };
         pg.wait_ready().await;
         pg
+    }
+
+    /// The port it listens on, on 127.0.0.1 (user `fencing`, no password).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     async fn wait_ready(&self) {

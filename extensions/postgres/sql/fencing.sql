@@ -71,6 +71,13 @@ CREATE TABLE fencing.resets (
 COMMENT ON TABLE fencing.resets IS 'Every operator reset or re-bind of a fence: who, when, why, and the fence before and after.';
 GRANT SELECT ON fencing.resets TO PUBLIC;
 
+-- pg_dump leaves out the rows of an extension's tables unless the extension
+-- marks them: without these a dump and restore would forget every fence.
+SELECT pg_catalog.pg_extension_config_dump('fencing.fences', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.carriers', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.resets', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.resets_id_seq', '');
+
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencing_admin') THEN

@@ -48,11 +48,30 @@ pub fn reply_bytes(v: &RedisValue) -> Option<Vec<u8>> {
     }
 }
 
-/// Runs `command` with `args`, replicated to replicas and the AOF as itself
-/// (an effect, never the fenced command that a replica would decide again).
+/// Whose rights a write runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunAs {
+    /// The module's: its own keys, and the write a fenced command names.
+    Module,
+    /// The calling client's, as a script would run it: `FENCING.EXEC`'s
+    /// command, which the caller's ACL user must be allowed to run on its key.
+    Caller,
+}
+
+/// Runs `command` with `args` with the module's rights, replicated to
+/// replicas and the AOF as itself (an effect, never the fenced command that a
+/// replica would decide again).
 pub fn replicated(ctx: &Context, command: &str, args: &[&RedisString]) -> Result<RedisValue, RedisError> {
-    let options = CallOptionsBuilder::new().replicate().errors_as_replies().build();
-    let result: CallResult = ctx.call_ext(command, &options, args);
+    run(ctx, RunAs::Module, command, args)
+}
+
+/// Runs `command` with `args` as `who`, replicated as itself.
+pub fn run(ctx: &Context, who: RunAs, command: &str, args: &[&RedisString]) -> Result<RedisValue, RedisError> {
+    let mut options = CallOptionsBuilder::new().replicate().errors_as_replies();
+    if who == RunAs::Caller {
+        options = options.verify_acl().script_mode();
+    }
+    let result: CallResult = ctx.call_ext(command, &options.build(), args);
     match result {
         Ok(reply) => Ok(value_of(&reply)),
         Err(e) => Err(RedisError::String(e.to_utf8_string().unwrap_or_else(|| "ERR the write failed".into()))),

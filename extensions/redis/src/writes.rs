@@ -12,7 +12,8 @@
 //! guard could not decide (the write is refused: fail closed).
 
 use crate::args::{WriteOptions, lock_arg, u64_arg, write_options};
-use crate::{fence, keys};
+use crate::fence::{self, RunAs};
+use crate::keys;
 use fencing_runtime::{Fence, Guard, Rejection, Sequencer};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
@@ -86,14 +87,14 @@ fn decide(ctx: &Context, p: &Presented) -> Result<(Option<Fence>, Fence), RedisE
     }
 }
 
-/// Applies `command args` if `p` is admitted, then stores the fence.
-fn fenced(ctx: &Context, p: &Presented, command: &str, args: &[&RedisString]) -> RedisResult {
+/// Applies `command args` as `who` if `p` is admitted, then stores the fence.
+fn fenced(ctx: &Context, p: &Presented, who: RunAs, command: &str, args: &[&RedisString]) -> RedisResult {
     if p.key.as_slice().starts_with(keys::PREFIX) {
         return Err(RedisError::Str("ERR keys under the fencing: prefix are the module's"));
     }
     keys::colocated(ctx, "the key", p.key.as_slice())?;
     let (before, admitted) = decide(ctx, p)?;
-    let reply = fence::replicated(ctx, command, args)?;
+    let reply = fence::run(ctx, who, command, args)?;
     fence::write(ctx, p.key, before.as_ref(), &admitted)?;
     crate::stats::admitted();
     Ok(reply)
@@ -102,24 +103,48 @@ fn fenced(ctx: &Context, p: &Presented, command: &str, args: &[&RedisString]) ->
 /// `FENCING.SET key lock token value [SEQ n] [POLICY p]`
 pub fn set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [value], []) = presented(&args, 1)? else { return Err(RedisError::WrongArity) };
-    fenced(ctx, &p, "SET", &[p.key, value])
+    fenced(ctx, &p, RunAs::Module, "SET", &[p.key, value])
 }
 
 /// `FENCING.APPEND key lock token value [SEQ n] [POLICY p]`
 pub fn append(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [value], []) = presented(&args, 1)? else { return Err(RedisError::WrongArity) };
-    fenced(ctx, &p, "APPEND", &[p.key, value])
+    fenced(ctx, &p, RunAs::Module, "APPEND", &[p.key, value])
 }
 
 /// `FENCING.DEL key lock token [SEQ n] [POLICY p]`
 pub fn del(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [], []) = presented(&args, 0)? else { return Err(RedisError::WrongArity) };
-    fenced(ctx, &p, "DEL", &[p.key])
+    fenced(ctx, &p, RunAs::Module, "DEL", &[p.key])
 }
 
-/// `FENCING.EXEC key lock token [SEQ n] [POLICY p] COMMAND arg...`: runs one
-/// write command if admitted. Its first key must be `key` (the fence it is
-/// decided against), so `COMMAND`'s own arguments start with `key`.
+/// Refuses a command that touches a key other than `key`, or none: a fenced
+/// write must not write anything its fence does not guard.
+fn only_the_fenced_key(
+    ctx: &Context,
+    key: &RedisString,
+    command: &RedisString,
+    args: &[&RedisString],
+) -> Result<(), RedisError> {
+    let getkeys = ctx.create_string("GETKEYS");
+    let mut query: Vec<&RedisString> = vec![&getkeys, command];
+    query.extend_from_slice(args);
+    let keys = match ctx.call("COMMAND", query.as_slice()) {
+        Ok(RedisValue::Array(keys)) if !keys.is_empty() => keys,
+        _ => {
+            return Err(RedisError::Str("ERR the command writes no key: FENCING.EXEC runs a command on the fenced key"));
+        }
+    };
+    if keys.iter().any(|k| fence::reply_bytes(k).as_deref() != Some(key.as_slice())) {
+        return Err(RedisError::Str("ERR the command touches keys other than the fenced key"));
+    }
+    Ok(())
+}
+
+/// `FENCING.EXEC key lock token [SEQ n] [POLICY p] COMMAND key arg...`: runs
+/// one write command if admitted, with the caller's ACL permissions (the
+/// caller's user must be allowed `COMMAND` on `key`). `key` must be its first
+/// argument and the only key it touches.
 pub fn exec(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [], rest) = presented(&args, 0)? else { return Err(RedisError::WrongArity) };
     let [command, command_args @ ..] = rest else { return Err(RedisError::WrongArity) };
@@ -129,7 +154,8 @@ pub fn exec(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let name =
         std::str::from_utf8(command.as_slice()).map_err(|_| RedisError::Str("ERR the command name is not UTF-8"))?;
     let refs: Vec<&RedisString> = command_args.iter().collect();
-    fenced(ctx, &p, name, &refs)
+    only_the_fenced_key(ctx, p.key, command, &refs)?;
+    fenced(ctx, &p, RunAs::Caller, name, &refs)
 }
 
 /// `FENCING.FENCE key`: `[lock, high_water, sequence]` or nil.

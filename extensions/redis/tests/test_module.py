@@ -206,6 +206,40 @@ class Keys(unittest.TestCase):
         self.assertTrue(info["fencing_guard_contract"].startswith("fencing:guard/check@"))
 
 
+class Acl(unittest.TestCase):
+    """A user that writes only through the fence, as docs/redis.md sets it up."""
+
+    def setUp(self):
+        self.server = Server()
+        self.r = self.server.client()
+        commands = "+fencing.acquire +fencing.set +fencing.exec +fencing.fence +get +ping"
+        self.r.execute_command("ACL", "SETUSER", "app", "on", ">secret", "resetkeys", "~app:*", "~orders",
+                               "-@all", *commands.split())
+        self.app = redis.Redis(host="127.0.0.1", port=self.server.port, username="app", password="secret")
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_writes_go_through_the_fence_and_exec_runs_with_the_callers_rights_on_its_key_only(self):
+        app, r = self.app, self.r
+        token, _ = app.execute_command("FENCING.ACQUIRE", "orders", "w", 10000)
+        self.assertEqual(app.execute_command("FENCING.SET", "app:x", "orders", token, "v"), b"OK")
+        self.assertIn("no permissions", error_of(lambda: app.execute_command("SET", "fencing:fence:{app:x}", "forged")))
+        self.assertIn("no permissions", error_of(lambda: app.execute_command("FENCING.SET", "other", "orders", token, "v")))
+        # EXEC runs its command as the caller: app may not HSET...
+        self.assertIn("acl verification failed", error_of(lambda: app.execute_command("FENCING.EXEC", "app:h", "orders", token, "HSET", "app:h", "f", "v")))
+        self.assertIsNone(r.execute_command("FENCING.FENCE", "app:h"), "a refused command moves no fence")
+        r.execute_command("ACL", "SETUSER", "app", "+hset", "+del")
+        self.assertEqual(app.execute_command("FENCING.EXEC", "app:h", "orders", token, "HSET", "app:h", "f", "v"), 1)
+        # ...and never on a key but the fenced one, nor a command with no key.
+        for command in (["DEL", "app:h", "fencing:fence:{app:x}"], ["DEL", "app:h", "app:x"]):
+            self.assertIn("touches keys other than the fenced key",
+                          error_of(lambda: r.execute_command("FENCING.EXEC", "app:h", "orders", token, *command)))
+        self.assertIn("writes no key", error_of(lambda: r.execute_command("FENCING.EXEC", "app:h", "orders", token, "FLUSHALL", "app:h")))
+        self.assertEqual(r.get("app:x"), b"v")
+        self.assertEqual(r.execute_command("FENCING.FENCE", "app:x")[1], str(token).encode())
+
+
 class Reset(unittest.TestCase):
     """The operator's reset: removes or re-binds a fence, and is recorded."""
 

@@ -412,6 +412,52 @@ class FenceInRow(unittest.TestCase):
                 self.assertEqual(out.endswith("in the rows (fence in row)"), carries, out)
 
 
+class Backups(unittest.TestCase):
+    """A copy made by .backup, VACUUM INTO or .dump carries every mark, in fencing_fences and in the rows."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "app.db")
+        db = connect(self.path)
+        db.execute("CREATE TABLE keyed(id TEXT PRIMARY KEY, body TEXT, token INTEGER) WITHOUT ROWID")
+        db.execute("CREATE TABLE plain(id TEXT PRIMARY KEY, body TEXT, token INTEGER)")
+        for t in ("keyed", "plain"):
+            db.execute(f"SELECT fencing_protect('{t}', 'id', 'token')")
+            db.execute(f"INSERT INTO {t} VALUES ('{t}-1', 'B', 34)")
+        db.close()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def shell(self, *args, stdin=None):
+        run = subprocess.run(["sqlite3", *args], input=stdin, capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        return run.stdout
+
+    def assert_still_fenced(self, path, how):
+        db = connect(path)
+        try:
+            for t in ("keyed", "plain"):
+                with self.assertRaises(sqlite3.Error, msg=f"{how}: {t}") as e:
+                    db.execute(f"UPDATE {t} SET body = 'late', token = 33")
+                self.assertIn("presented token 33, high_water 34", str(e.exception))
+                db.execute(f"UPDATE {t} SET body = 'C', token = 35")
+                self.assertEqual(mark(db, f"{t}-1"), (f"{t}-1", 35, None), f"{how}: {t}")
+        finally:
+            db.close()
+
+    def test_backup_vacuum_into_and_dump_keep_every_mark(self):
+        copies = {name: os.path.join(self.dir.name, f"{name}.db") for name in ("backup", "vacuum", "dump")}
+        self.shell(self.path, f".backup {copies['backup']}")
+        db = connect(self.path)
+        db.execute("VACUUM INTO ?", (copies["vacuum"],))
+        db.close()
+        self.shell(copies["dump"], stdin=self.shell(self.path, ".dump"))
+        for how, path in copies.items():
+            with self.subTest(how=how):
+                self.assert_still_fenced(path, how)
+
+
 class Shell(unittest.TestCase):
     def test_the_gc_pause_story_in_the_sqlite3_shell(self):
         script = [f".load {EXT}", "CREATE TABLE docs(id TEXT PRIMARY KEY, body TEXT, token INTEGER);",

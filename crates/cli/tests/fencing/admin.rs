@@ -1,9 +1,10 @@
 //! The operator's tools against real `fencing serve` processes: a fence reset
 //! and re-bind behind the bearer token (refused without it, 403 on a server
 //! without `--auth-token-file`, bad bodies named), `--max-token-advance`
-//! refusing a runaway token, and `fencing admin bump-tokens` moving tokens
+//! refusing a runaway token, `fencing admin bump-tokens` moving tokens
 //! above every one handed out after the backup a data directory was restored
-//! from.
+//! from, and a copied storage directory restoring every fence (an older one
+//! raised again with a reset).
 
 use base64::Engine as _;
 use fencing_testkit::server::ServeProcess;
@@ -229,4 +230,45 @@ async fn compact_gives_the_space_of_deleted_objects_back() {
     // A directory without a store is bad input.
     let out = fencing().args(["admin", "compact", "--data-dir"]).arg(dir.path().join("none")).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn a_copied_data_directory_restores_every_fence_and_an_older_one_is_raised_by_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, backup) = (dir.path().join("data"), dir.path().join("backup"));
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let auth = ["--auth-token-file", token_file.to_str().unwrap()];
+    let mut s = ServeProcess::start(&data, &auth);
+    s.ready().await;
+    for r in ["a", "b"] {
+        assert_eq!(write(&s.base, r, r, 34).await.0, 200);
+    }
+    // A crash-consistent copy (as a filesystem snapshot takes it), then newer writes.
+    s.kill9();
+    copy_dir(&data, &backup);
+    let mut s = ServeProcess::start(&data, &auth);
+    s.ready().await;
+    assert_eq!(write(&s.base, "a", "a", 40).await.0, 200);
+    s.kill9();
+
+    // Restored: every fence of the copy is there, with its data.
+    let restored = dir.path().join("restored");
+    copy_dir(&backup, &restored);
+    let mut s = ServeProcess::start(&restored, &auth);
+    s.ready().await;
+    for r in ["a", "b"] {
+        let (st, body) = write(&s.base, r, r, 33).await;
+        assert_eq!((st, body["reason"].as_str(), &body["high_water"]), (409, Some("stale_token"), &json!(34)), "{r}");
+    }
+    // The copy is older than "a"'s last write: 39 would be let in again, until
+    // the operator re-binds the fence above every token handed out since.
+    let reset =
+        json!({"resource_id": "a", "reason": "restored from an older backup", "lock_id": "a", "high_water": 40});
+    assert_eq!(post(&s.base, "/v1/admin/fences/reset", reset, Some(TOKEN)).await.0, 200);
+    let (st, body) = write(&s.base, "a", "a", 39).await;
+    assert_eq!((st, body["reason"].as_str()), (409, Some("stale_token")));
+    assert_eq!(write(&s.base, "a", "a", 41).await.0, 200);
+    assert_eq!(write(&s.base, "b", "b", 35).await.0, 200);
+    s.kill9();
 }

@@ -6,33 +6,40 @@
 
 use crate::keys;
 use fencing_runtime::Fence;
+use redis_module::raw::KeyType;
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisError, RedisString, RedisValue};
 
-/// The fence stored for `key`, if any.
+/// The fields of a fence's hash.
+const FIELDS: [&str; 3] = ["lock", "high_water", "sequence"];
+
+/// The fence stored for `key`, if any. A fence's hash is read and written
+/// directly (not through commands): it is on the path of every fenced write.
 pub fn read(ctx: &Context, key: &RedisString) -> Result<Option<Fence>, RedisError> {
     let name = keys::fence(ctx, key.as_slice());
-    let fields = ctx.call(
-        "HMGET",
-        &[&name, &ctx.create_string("lock"), &ctx.create_string("high_water"), &ctx.create_string("sequence")],
-    )?;
-    let RedisValue::Array(values) = fields else {
-        return Err(RedisError::Str("ERR the fence could not be read"));
-    };
-    let text = reply_bytes;
-    let (Some(lock), Some(high_water)) = (values.first().and_then(text), values.get(1).and_then(text)) else {
-        return Ok(None);
-    };
     let corrupt = || {
         RedisError::String(format!(
             "FENCE_CORRUPT the fence of this key ({}) is not the module's",
             String::from_utf8_lossy(name.as_slice())
         ))
     };
-    let lock = String::from_utf8(lock).map_err(|_| corrupt())?;
-    let high_water = std::str::from_utf8(&high_water).ok().and_then(|s| s.parse().ok()).ok_or_else(corrupt)?;
-    let sequence = match values.get(2).and_then(text) {
+    let hash = ctx.open_key(&name);
+    let Some(values) = hash.hash_get_multi::<_, RedisString>(&FIELDS).map_err(|_| corrupt())? else {
+        return Ok(None);
+    };
+    let (mut lock, mut high_water, mut sequence) = (None, None, None);
+    for (field, value) in values {
+        match field {
+            "lock" => lock = Some(value),
+            "high_water" => high_water = Some(value),
+            _ => sequence = Some(value),
+        }
+    }
+    let number = |v: RedisString| std::str::from_utf8(v.as_slice()).ok().and_then(|s| s.parse::<u64>().ok());
+    let lock = lock.and_then(|l| String::from_utf8(l.as_slice().to_vec()).ok()).ok_or_else(corrupt)?;
+    let high_water = high_water.and_then(number).ok_or_else(corrupt)?;
+    let sequence = match sequence {
         None => None,
-        Some(s) => Some(std::str::from_utf8(&s).ok().and_then(|s| s.parse().ok()).ok_or_else(corrupt)?),
+        Some(s) => Some(number(s).ok_or_else(corrupt)?),
     };
     Ok(Some(Fence { lock, high_water, sequence }))
 }
@@ -82,23 +89,38 @@ fn value_of(reply: &CallReply) -> RedisValue {
     RedisValue::from(reply)
 }
 
-/// Stores `fence` for `key` (replicated), where `before` was stored.
+/// Stores `fence` for `key`, where `before` was stored, and replicates it
+/// as the `HSET` (and `HDEL`) that it is.
 pub fn write(ctx: &Context, key: &RedisString, before: Option<&Fence>, fence: &Fence) -> Result<(), RedisError> {
     let name = keys::fence(ctx, key.as_slice());
     let s = |v: &str| ctx.create_string(v);
-    let (lock, hw) = (s(&fence.lock), s(&fence.high_water.to_string()));
-    let (f_lock, f_hw, f_seq) = (s("lock"), s("high_water"), s("sequence"));
-    match fence.sequence {
-        Some(seq) => {
-            let seq = s(&seq.to_string());
-            replicated(ctx, "HSET", &[&name, &f_lock, &lock, &f_hw, &hw, &f_seq, &seq])?;
-        }
-        None => {
-            replicated(ctx, "HSET", &[&name, &f_lock, &lock, &f_hw, &hw])?;
-            if before.is_some_and(|b| b.sequence.is_some()) {
-                replicated(ctx, "HDEL", &[&name, &f_seq])?;
-            }
-        }
+    let (lock, high_water) = (s(&fence.lock), s(&fence.high_water.to_string()));
+    let sequence = fence.sequence.map(|n| s(&n.to_string()));
+    let drop_sequence = sequence.is_none() && before.is_some_and(|b| b.sequence.is_some());
+    let hash = ctx.open_key_writable(&name);
+    if !matches!(hash.key_type(), KeyType::Hash | KeyType::Empty) {
+        return Err(RedisError::String(format!(
+            "FENCE_CORRUPT the fence of this key ({}) is not a hash",
+            String::from_utf8_lossy(name.as_slice())
+        )));
+    }
+    // RM_HashSet's count says whether a field existed, not whether it was set;
+    // with the type checked above it cannot fail.
+    let _ = hash.hash_set(FIELDS[0], lock.clone());
+    let _ = hash.hash_set(FIELDS[1], high_water.clone());
+    if let Some(n) = &sequence {
+        let _ = hash.hash_set(FIELDS[2], n.clone());
+    } else if drop_sequence {
+        let _ = hash.hash_del(FIELDS[2]);
+    }
+    drop(hash);
+    let (f_lock, f_hw, f_seq) = (s(FIELDS[0]), s(FIELDS[1]), s(FIELDS[2]));
+    match &sequence {
+        Some(n) => ctx.replicate("HSET", &[&name, &f_lock, &lock, &f_hw, &high_water, &f_seq, n][..]),
+        None => ctx.replicate("HSET", &[&name, &f_lock, &lock, &f_hw, &high_water][..]),
+    }
+    if drop_sequence {
+        ctx.replicate("HDEL", &[&name, &f_seq][..]);
     }
     Ok(())
 }

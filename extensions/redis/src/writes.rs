@@ -132,7 +132,9 @@ fn only_the_fenced_key(
     let keys = match ctx.call("COMMAND", query.as_slice()) {
         Ok(RedisValue::Array(keys)) if !keys.is_empty() => keys,
         _ => {
-            return Err(RedisError::Str("ERR the command writes no key: FENCING.EXEC runs a command on the fenced key"));
+            return Err(RedisError::Str(
+                "ERR the command writes no key: FENCING.EXEC runs a command on the fenced key",
+            ));
         }
     };
     if keys.iter().any(|k| fence::reply_bytes(k).as_deref() != Some(key.as_slice())) {

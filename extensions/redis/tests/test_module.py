@@ -136,6 +136,13 @@ class BadInput(unittest.TestCase):
         for args, expected in cases:
             self.assertIn(expected, error_of(lambda: r.execute_command(*args)), args)
         self.assertEqual(r.keys("*"), [], "nothing was written")
+        # A fence someone else wrote over is refused (fail closed), and the key is left alone.
+        r.set("fencing:fence:{broken}", "not a hash")
+        r.hset("fencing:fence:{half}", "lock", "l")
+        for key in ("broken", "half"):
+            self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", key, "l", 9, "v")).startswith("FENCE_CORRUPT"), key)
+            self.assertIsNone(r.get(key))
+        r.delete("fencing:fence:{broken}", "fencing:fence:{half}")
         # Binary values are stored as given, and the u64 limit itself is a token.
         r.execute_command("FENCING.SET", "bin", "l", 18446744073709551615, b"\x00\xff\r\n")
         self.assertEqual(r.get("bin"), b"\x00\xff\r\n")

@@ -21,7 +21,7 @@ def free_port():
 class Server:
     """A redis-server with the module, append-only with fsync always."""
 
-    def __init__(self, *extra, directory=None, port=None, module_args=()):
+    def __init__(self, *extra, directory=None, port=None, module_args=(), load_module=True):
         if not MODULE or not os.path.exists(MODULE):
             raise RuntimeError("set FENCING_REDIS_MODULE to the built libfencing_redis.so (scripts/test-redis)")
         self.owned = directory is None
@@ -29,12 +29,13 @@ class Server:
         self.port = port or free_port()
         self.extra = list(extra)
         self.module_args = list(module_args)
+        self.load_module = load_module
         self.start()
 
     def start(self):
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                 "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-                "--loadmodule", MODULE, *self.module_args, *self.extra]
+                *(["--loadmodule", MODULE, *self.module_args] if self.load_module else []), *self.extra]
         self.log = open(os.path.join(self.dir, "redis.log"), "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20

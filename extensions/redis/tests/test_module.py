@@ -200,6 +200,17 @@ class Keys(unittest.TestCase):
         self.assertIn(b"denyoom", info[2])
         self.assertIn(b"readonly", raw(r, "COMMAND", "INFO", "FENCING.LOCK")[0][2])
 
+    def test_module_load_into_a_running_server(self):
+        plain = Server("--enable-module-command", "local", load_module=False)
+        try:
+            r = plain.client()
+            self.assertIn("unknown command", error_of(lambda: r.execute_command("FENCING.LOCK", "l")))
+            self.assertEqual(r.execute_command("MODULE", "LOAD", os.environ["FENCING_REDIS_MODULE"]), b"OK")
+            self.assertEqual(r.execute_command("FENCING.SET", "k", "l", 3, "v"), b"OK")
+            self.assertEqual(r.execute_command("FENCING.FENCE", "k"), [b"l", b"3", None])
+        finally:
+            plain.stop()
+
     def test_info_counts_admitted_refused_and_reset_and_names_the_guard(self):
         r = self.r
         r.execute_command("FENCING.SET", "k", "l", 5, "a")

@@ -68,6 +68,29 @@ impl Postgres {
         self.port
     }
 
+    /// A second server, started from a `pg_basebackup` of this one taken
+    /// while it runs (with the WAL that makes the copy consistent).
+    pub async fn from_base_backup(&self) -> Postgres {
+        let dir = tempfile::Builder::new().prefix("fencing-pg-copy-").tempdir().unwrap();
+        if let Some(user) = &self.run_as {
+            let status = Command::new("chown").args([user.as_str()]).arg(dir.path()).status().unwrap();
+            assert!(status.success(), "chown {user} {}", dir.path().display());
+        }
+        let out = command(&self.run_as, bin("pg_basebackup"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "fencing"])
+            .args(["-X", "stream", "-c", "fast", "-D"])
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_basebackup failed: {}", String::from_utf8_lossy(&out.stderr));
+        let port = crate::free_port();
+        let url = format!("host=127.0.0.1 port={port} user=fencing dbname=postgres");
+        let child = spawn(&self.run_as, dir.path(), port);
+        let pg = Postgres { child, dir, run_as: self.run_as.clone(), port, url };
+        pg.wait_ready().await;
+        pg
+    }
+
     async fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

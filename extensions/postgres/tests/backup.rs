@@ -1,6 +1,6 @@
 //! Backups carry every fence: `pg_dump` in the custom format restored with
 //! `pg_restore`, and in the plain format replayed with `psql`, each into a
-//! fresh database. Both protected tables (a fence row, and the fence in the
+//! fresh database, and a `pg_basebackup` started as a server of its own. Both protected tables (a fence row, and the fence in the
 //! row) stay protected, a token below the mark before the dump is refused
 //! after the restore and a newer one admitted, and the reset records are kept
 //! with their numbering.
@@ -69,11 +69,21 @@ async fn pg_dump_and_restore_carry_every_fence_in_both_formats() {
     let plain = dir.path().join("fenced.sql");
     run(&pg, "pg_dump", "postgres", &["-Fc", "-f", custom.to_str().unwrap()]);
     run(&pg, "pg_dump", "postgres", &["-Fp", "-f", plain.to_str().unwrap()]);
-    c.batch_execute("CREATE DATABASE from_custom; CREATE DATABASE from_plain").await.unwrap();
+    for db in ["from_custom", "from_plain"] {
+        c.batch_execute(&format!("CREATE DATABASE {db}")).await.unwrap();
+    }
     run(&pg, "pg_restore", "from_custom", &["--exit-on-error", custom.to_str().unwrap()]);
     run(&pg, "psql", "from_plain", &["-q", "-v", "ON_ERROR_STOP=1", "-f", plain.to_str().unwrap()]);
     for (db, how) in [("from_custom", "pg_dump -Fc | pg_restore"), ("from_plain", "pg_dump -Fp | psql")] {
         let restored = connect(&pg.url.replace("dbname=postgres", &format!("dbname={db}"))).await;
         still_fenced(&restored, how).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_backup_carries_every_fence() {
+    let pg = with_extension().await;
+    fenced_database(&connect(&pg.url).await).await;
+    let copy = pg.from_base_backup().await;
+    still_fenced(&connect(&copy.url).await, "pg_basebackup").await;
 }

@@ -34,7 +34,9 @@ def error_of(call):
     raise AssertionError("expected an error reply")
 
 
-class GcPause(unittest.TestCase):
+class WithServer(unittest.TestCase):
+    """A fresh redis-server with the module for each test (self.server, self.r)."""
+
     def setUp(self):
         self.server = Server()
         self.r = self.server.client()
@@ -42,6 +44,8 @@ class GcPause(unittest.TestCase):
     def tearDown(self):
         self.server.stop()
 
+
+class GcPause(WithServer):
     def test_a_paused_holders_late_write_is_refused_and_the_value_keeps_the_new_holders_data(self):
         r = self.r
         token_a, lease_a = r.execute_command("FENCING.ACQUIRE", "orders", "client-a", 200)
@@ -108,14 +112,7 @@ class GcPause(unittest.TestCase):
         self.assertEqual(cli("GET", "orders:invoice"), "from b")
 
 
-class BadInput(unittest.TestCase):
-    def setUp(self):
-        self.server = Server()
-        self.r = self.server.client()
-
-    def tearDown(self):
-        self.server.stop()
-
+class BadInput(WithServer):
     def test_bad_input_is_a_clear_error_and_writes_nothing(self):
         r = self.r
         cases = [
@@ -165,15 +162,8 @@ def key_slot(key):
     return crc % 16384
 
 
-class Keys(unittest.TestCase):
+class Keys(WithServer):
     """Where the module keeps its state, and what it tells Redis about its keys."""
-
-    def setUp(self):
-        self.server = Server()
-        self.r = self.server.client()
-
-    def tearDown(self):
-        self.server.stop()
 
     def test_every_key_the_module_keeps_shares_the_slot_of_its_key_or_lock(self):
         r = self.r
@@ -224,19 +214,15 @@ class Keys(unittest.TestCase):
         self.assertTrue(info["fencing_guard_contract"].startswith("fencing:guard/check@"))
 
 
-class Acl(unittest.TestCase):
+class Acl(WithServer):
     """A user that writes only through the fence, as docs/redis.md sets it up."""
 
     def setUp(self):
-        self.server = Server()
-        self.r = self.server.client()
+        super().setUp()
         commands = "+fencing.acquire +fencing.set +fencing.exec +fencing.fence +get +ping"
         self.r.execute_command("ACL", "SETUSER", "app", "on", ">secret", "resetkeys", "~app:*", "~orders",
                                "-@all", *commands.split())
         self.app = redis.Redis(host="127.0.0.1", port=self.server.port, username="app", password="secret")
-
-    def tearDown(self):
-        self.server.stop()
 
     def test_writes_go_through_the_fence_and_exec_runs_with_the_callers_rights_on_its_key_only(self):
         app, r = self.app, self.r
@@ -258,15 +244,8 @@ class Acl(unittest.TestCase):
         self.assertEqual(r.execute_command("FENCING.FENCE", "app:x")[1], str(token).encode())
 
 
-class Reset(unittest.TestCase):
+class Reset(WithServer):
     """The operator's reset: removes or re-binds a fence, and is recorded."""
-
-    def setUp(self):
-        self.server = Server()
-        self.r = self.server.client()
-
-    def tearDown(self):
-        self.server.stop()
 
     def test_a_rebind_unbricks_a_key_and_every_reset_is_recorded(self):
         r = self.r

@@ -43,13 +43,29 @@ fn text(v: &RedisValue) -> Option<String> {
     reply_bytes(v).and_then(|b| String::from_utf8(b).ok())
 }
 
-/// The holder, lease id and token of a held lock.
+/// The fields of a lease's hash.
+const LEASE_FIELDS: [&str; 3] = ["holder", "lease", "token"];
+
+/// The holder, lease id and token of a held lock, read from its hash
+/// directly (an expired lease is gone: Redis expires it on this lookup).
 fn holder(ctx: &Context, key: &RedisString) -> Result<Option<(String, String, String)>, RedisError> {
-    let fields = ["holder", "lease", "token"].map(|f| ctx.create_string(f));
-    let RedisValue::Array(values) = ctx.call("HMGET", &[key, &fields[0], &fields[1], &fields[2]])? else {
-        return Err(RedisError::Str("ERR the lock could not be read"));
+    let hash = ctx.open_key(key);
+    let Some(values) = hash
+        .hash_get_multi::<_, RedisString>(&LEASE_FIELDS)
+        .map_err(|_| RedisError::Str("ERR the lock could not be read"))?
+    else {
+        return Ok(None);
     };
-    match (values.first().and_then(text), values.get(1).and_then(text), values.get(2).and_then(text)) {
+    let (mut who, mut lease, mut token) = (None, None, None);
+    for (field, value) in values {
+        let value = String::from_utf8(value.as_slice().to_vec()).ok();
+        match field {
+            "holder" => who = value,
+            "lease" => lease = value,
+            _ => token = value,
+        }
+    }
+    match (who, lease, token) {
         (Some(h), Some(l), Some(t)) => Ok(Some((h, l, t))),
         _ => Ok(None),
     }

@@ -47,7 +47,7 @@ pub fn decide(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         }
         _ => return Err(RedisError::WrongArity),
     };
-    let guard = crate::guard::get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))?;
+    let guard = crate::guard::get()?;
     let decision = guard
         .admit(current.as_ref(), &presented, policy)
         .map_err(|e| RedisError::String(format!("GUARD_FAILURE {e}")))?;

@@ -4,36 +4,45 @@
 //! it too; the docs say to keep the `fencing:` prefix out of applications'
 //! writes (an ACL key pattern does it).
 
-use crate::keys;
 use fencing_runtime::Fence;
 use redis_module::raw::KeyType;
-use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, RedisError, RedisString, RedisValue};
+use redis_module::{CallOptionsBuilder, CallResult, Context, RedisError, RedisString, RedisValue};
 
 /// The fields of a fence's hash.
 const FIELDS: [&str; 3] = ["lock", "high_water", "sequence"];
 
-/// The fence stored for `key`, if any. A fence's hash is read and written
-/// directly (not through commands): it is on the path of every fenced write.
-pub fn read(ctx: &Context, key: &RedisString) -> Result<Option<Fence>, RedisError> {
-    let name = keys::fence(ctx, key.as_slice());
+/// The values of `fields` in the hash `name`, read directly (not through a
+/// command); `None` when there is no such key, an error when it is not a hash.
+pub fn hash_fields<const N: usize>(
+    ctx: &Context,
+    name: &RedisString,
+    fields: &[&str; N],
+) -> Result<Option<[Option<RedisString>; N]>, RedisError> {
+    let hash = ctx.open_key(name);
+    let Some(values) = hash.hash_get_multi::<_, RedisString>(fields)? else {
+        return Ok(None);
+    };
+    let mut out: [Option<RedisString>; N] = std::array::from_fn(|_| None);
+    for (field, value) in values {
+        if let Some(i) = fields.iter().position(|f| *f == field) {
+            out[i] = Some(value);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The fence stored in the hash `name` (`keys::fence`), if any. A fence is
+/// read and written directly: it is on the path of every fenced write.
+pub fn read(ctx: &Context, name: &RedisString) -> Result<Option<Fence>, RedisError> {
     let corrupt = || {
         RedisError::String(format!(
             "FENCE_CORRUPT the fence of this key ({}) is not the module's",
             String::from_utf8_lossy(name.as_slice())
         ))
     };
-    let hash = ctx.open_key(&name);
-    let Some(values) = hash.hash_get_multi::<_, RedisString>(&FIELDS).map_err(|_| corrupt())? else {
+    let Some([lock, high_water, sequence]) = hash_fields(ctx, name, &FIELDS).map_err(|_| corrupt())? else {
         return Ok(None);
     };
-    let (mut lock, mut high_water, mut sequence) = (None, None, None);
-    for (field, value) in values {
-        match field {
-            "lock" => lock = Some(value),
-            "high_water" => high_water = Some(value),
-            _ => sequence = Some(value),
-        }
-    }
     let number = |v: RedisString| std::str::from_utf8(v.as_slice()).ok().and_then(|s| s.parse::<u64>().ok());
     let lock = lock.and_then(|l| String::from_utf8(l.as_slice().to_vec()).ok()).ok_or_else(corrupt)?;
     let high_water = high_water.and_then(number).ok_or_else(corrupt)?;
@@ -80,24 +89,19 @@ pub fn run(ctx: &Context, who: RunAs, command: &str, args: &[&RedisString]) -> R
     }
     let result: CallResult = ctx.call_ext(command, &options.build(), args);
     match result {
-        Ok(reply) => Ok(value_of(&reply)),
+        Ok(reply) => Ok(RedisValue::from(&reply)),
         Err(e) => Err(RedisError::String(e.to_utf8_string().unwrap_or_else(|| "ERR the write failed".into()))),
     }
 }
 
-fn value_of(reply: &CallReply) -> RedisValue {
-    RedisValue::from(reply)
-}
-
-/// Stores `fence` for `key`, where `before` was stored, and replicates it
-/// as the `HSET` (and `HDEL`) that it is.
-pub fn write(ctx: &Context, key: &RedisString, before: Option<&Fence>, fence: &Fence) -> Result<(), RedisError> {
-    let name = keys::fence(ctx, key.as_slice());
+/// Stores `fence` in the hash `name`, where `before` was stored, and
+/// replicates it as the `HSET` (and `HDEL`) that it is.
+pub fn write(ctx: &Context, name: &RedisString, before: Option<&Fence>, fence: &Fence) -> Result<(), RedisError> {
     let s = |v: &str| ctx.create_string(v);
     let (lock, high_water) = (s(&fence.lock), s(&fence.high_water.to_string()));
     let sequence = fence.sequence.map(|n| s(&n.to_string()));
     let drop_sequence = sequence.is_none() && before.is_some_and(|b| b.sequence.is_some());
-    let hash = ctx.open_key_writable(&name);
+    let hash = ctx.open_key_writable(name);
     if !matches!(hash.key_type(), KeyType::Hash | KeyType::Empty) {
         return Err(RedisError::String(format!(
             "FENCE_CORRUPT the fence of this key ({}) is not a hash",
@@ -116,17 +120,17 @@ pub fn write(ctx: &Context, key: &RedisString, before: Option<&Fence>, fence: &F
     drop(hash);
     let (f_lock, f_hw, f_seq) = (s(FIELDS[0]), s(FIELDS[1]), s(FIELDS[2]));
     match &sequence {
-        Some(n) => ctx.replicate("HSET", &[&name, &f_lock, &lock, &f_hw, &high_water, &f_seq, n][..]),
-        None => ctx.replicate("HSET", &[&name, &f_lock, &lock, &f_hw, &high_water][..]),
+        Some(n) => ctx.replicate("HSET", &[name, &f_lock, &lock, &f_hw, &high_water, &f_seq, n][..]),
+        None => ctx.replicate("HSET", &[name, &f_lock, &lock, &f_hw, &high_water][..]),
     }
     if drop_sequence {
-        ctx.replicate("HDEL", &[&name, &f_seq][..]);
+        ctx.replicate("HDEL", &[name, &f_seq][..]);
     }
     Ok(())
 }
 
-/// Removes `key`'s fence (replicated).
-pub fn remove(ctx: &Context, key: &RedisString) -> Result<(), RedisError> {
-    replicated(ctx, "DEL", &[&keys::fence(ctx, key.as_slice())])?;
+/// Removes the fence `name` (replicated).
+pub fn remove(ctx: &Context, name: &RedisString) -> Result<(), RedisError> {
+    replicated(ctx, "DEL", &[name])?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! chooses it: a permissive component could admit any write.
 
 use fencing_runtime::WasmGuard;
-use redis_module::RedisString;
+use redis_module::{RedisError, RedisString};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -39,7 +39,7 @@ pub fn load(args: &[RedisString]) -> Result<(), String> {
     Ok(())
 }
 
-/// The loaded guard.
-pub fn get() -> Option<&'static WasmGuard> {
-    GUARD.get()
+/// The loaded guard, or the refusal a write gets without one.
+pub fn get() -> Result<&'static WasmGuard, RedisError> {
+    GUARD.get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))
 }

@@ -59,6 +59,16 @@ pub fn colocated(ctx: &Context, what: &str, name: &[u8]) -> Result<(), RedisErro
     )))
 }
 
+/// The name of the fence of `key`, a key a fenced command may write: not
+/// one of the module's own, and able to share its slot with its fence.
+pub fn fence_of_writable(ctx: &Context, key: &RedisString) -> Result<RedisString, RedisError> {
+    if key.as_slice().starts_with(PREFIX) {
+        return Err(RedisError::Str("ERR keys under the fencing: prefix are the module's"));
+    }
+    colocated(ctx, "the key", key.as_slice())?;
+    Ok(fence(ctx, key.as_slice()))
+}
+
 /// The name of `key`'s fence.
 pub fn fence(ctx: &Context, key: &[u8]) -> RedisString {
     ctx.create_string(slot_mate(b"fencing:fence:", key))

@@ -9,7 +9,7 @@
 //! Redis propagates as an absolute `PEXPIREAT`).
 
 use crate::args::{invalid, lock_arg, u64_arg};
-use crate::fence::{replicated, reply_bytes};
+use crate::fence::{hash_fields, replicated, reply_bytes};
 use crate::keys;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
@@ -49,25 +49,14 @@ const LEASE_FIELDS: [&str; 3] = ["holder", "lease", "token"];
 /// The holder, lease id and token of a held lock, read from its hash
 /// directly (an expired lease is gone: Redis expires it on this lookup).
 fn holder(ctx: &Context, key: &RedisString) -> Result<Option<(String, String, String)>, RedisError> {
-    let hash = ctx.open_key(key);
-    let Some(values) = hash
-        .hash_get_multi::<_, RedisString>(&LEASE_FIELDS)
-        .map_err(|_| RedisError::Str("ERR the lock could not be read"))?
-    else {
-        return Ok(None);
-    };
-    let (mut who, mut lease, mut token) = (None, None, None);
-    for (field, value) in values {
-        let value = String::from_utf8(value.as_slice().to_vec()).ok();
-        match field {
-            "holder" => who = value,
-            "lease" => lease = value,
-            _ => token = value,
-        }
-    }
-    match (who, lease, token) {
-        (Some(h), Some(l), Some(t)) => Ok(Some((h, l, t))),
-        _ => Ok(None),
+    let fields = hash_fields(ctx, key, &LEASE_FIELDS).map_err(|_| RedisError::Str("ERR the lock could not be read"))?;
+    let text = |v: Option<RedisString>| v.and_then(|v| String::from_utf8(v.as_slice().to_vec()).ok());
+    match fields {
+        Some([who, lease, token]) => match (text(who), text(lease), text(token)) {
+            (Some(h), Some(l), Some(t)) => Ok(Some((h, l, t))),
+            _ => Ok(None),
+        },
+        None => Ok(None),
     }
 }
 

@@ -57,11 +57,8 @@ pub fn reset(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, key, reason, rest @ ..] = args.as_slice() else { return Err(RedisError::WrongArity) };
     let reason = reason_arg(reason)?;
     let after = after_arg(rest)?;
-    if key.as_slice().starts_with(keys::PREFIX) {
-        return Err(RedisError::Str("ERR keys under the fencing: prefix are the module's"));
-    }
-    keys::colocated(ctx, "the key", key.as_slice())?;
-    let before = fence::read(ctx, key)?;
+    let name = keys::fence_of_writable(ctx, key)?;
+    let before = fence::read(ctx, &name)?;
     let user = ctx.get_current_user();
     let user = String::from_utf8_lossy(user.as_slice()).into_owned();
     let (was, now) = (describe(before.as_ref()), describe(after.as_ref()));
@@ -84,8 +81,8 @@ pub fn reset(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     // reset nobody recorded.
     let id = replicated(ctx, "XADD", &record)?;
     match &after {
-        None => fence::remove(ctx, key)?,
-        Some(f) => fence::write(ctx, key, before.as_ref(), f)?,
+        None => fence::remove(ctx, &name)?,
+        Some(f) => fence::write(ctx, &name, before.as_ref(), f)?,
     }
     crate::stats::reset();
     ctx.log_warning(&format!(

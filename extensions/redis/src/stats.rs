@@ -65,8 +65,8 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         .field("resets", count(&RESETS))?
         .build_section()?;
     let builder = match crate::guard::get() {
-        None => builder,
-        Some(guard) => {
+        Err(_) => builder,
+        Ok(guard) => {
             let info = guard.info();
             builder
                 .add_section("guard")

@@ -64,12 +64,12 @@ fn refusal(r: &Rejection, fence: Option<&Fence>) -> RedisError {
     RedisError::String(text)
 }
 
-/// Decides `p` against the key's fence: the fence stored before, and the
-/// fence to store if admitted.
-fn decide(ctx: &Context, p: &Presented) -> Result<(Option<Fence>, Fence), RedisError> {
-    let current = fence::read(ctx, p.key)?;
+/// Decides `p` against the fence stored at `name`: the fence stored
+/// before, and the fence to store if admitted.
+fn decide(ctx: &Context, name: &RedisString, p: &Presented) -> Result<(Option<Fence>, Fence), RedisError> {
+    let current = fence::read(ctx, name)?;
     let sequencer = Sequencer { lock: p.lock.clone(), token: p.token, sequence: p.options.sequence };
-    let guard = crate::guard::get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))?;
+    let guard = crate::guard::get()?;
     match guard.admit(current.as_ref(), &sequencer, p.options.policy) {
         Ok(Ok(admission)) => {
             let admitted =
@@ -89,13 +89,10 @@ fn decide(ctx: &Context, p: &Presented) -> Result<(Option<Fence>, Fence), RedisE
 
 /// Applies `command args` as `who` if `p` is admitted, then stores the fence.
 fn fenced(ctx: &Context, p: &Presented, who: RunAs, command: &str, args: &[&RedisString]) -> RedisResult {
-    if p.key.as_slice().starts_with(keys::PREFIX) {
-        return Err(RedisError::Str("ERR keys under the fencing: prefix are the module's"));
-    }
-    keys::colocated(ctx, "the key", p.key.as_slice())?;
-    let (before, admitted) = decide(ctx, p)?;
+    let name = keys::fence_of_writable(ctx, p.key)?;
+    let (before, admitted) = decide(ctx, &name, p)?;
     let reply = fence::run(ctx, who, command, args)?;
-    fence::write(ctx, p.key, before.as_ref(), &admitted)?;
+    fence::write(ctx, &name, before.as_ref(), &admitted)?;
     crate::stats::admitted();
     Ok(reply)
 }
@@ -163,7 +160,7 @@ pub fn exec(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// `FENCING.FENCE key`: `[lock, high_water, sequence]` or nil.
 pub fn show(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, key] = args.as_slice() else { return Err(RedisError::WrongArity) };
-    Ok(match fence::read(ctx, key)? {
+    Ok(match fence::read(ctx, &keys::fence(ctx, key.as_slice()))? {
         None => RedisValue::Null,
         Some(f) => RedisValue::Array(vec![
             RedisValue::BulkString(f.lock),

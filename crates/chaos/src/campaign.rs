@@ -153,7 +153,7 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let resources = cfg.resource_ids();
-    let own = open_history(cfg)?;
+    let own = open_history(cfg, None)?;
     let auth_args = auth_args(cfg)?;
     let mut extra = auth_args.clone();
     if !cfg.fencing {
@@ -198,11 +198,18 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     merge_and_check(cfg, &ids)
 }
 
-/// Creates the campaign's own history file and writes the header.
-pub(super) fn open_history(cfg: &CampaignConfig) -> anyhow::Result<HistoryWriter> {
+/// Opens the campaign's own history and writes its header; `replication` is
+/// the distributed campaign's database replication.
+pub(super) fn open_history(cfg: &CampaignConfig, replication: Option<&str>) -> anyhow::Result<HistoryWriter> {
     let own = HistoryWriter::create(&cfg.work_dir.join("campaign.jsonl"))?;
     let policy = "non_decreasing".to_string();
-    own.write(&Record::Header(Header { seed: cfg.seed, fencing: cfg.fencing, policy, started_us: now_us() }))?;
+    own.write(&Record::Header(Header {
+        seed: cfg.seed,
+        fencing: cfg.fencing,
+        policy,
+        started_us: now_us(),
+        replication: replication.map(str::to_string),
+    }))?;
     Ok(own)
 }
 

@@ -44,6 +44,10 @@ pub struct Header {
     /// The storage's admission policy: `non_decreasing` or `strictly_increasing`.
     pub policy: String,
     pub started_us: u64,
+    /// The distributed campaign's database replication: `none`, `synchronous`
+    /// or `asynchronous` (absent in the local campaign).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<String>,
 }
 
 /// Which request an [`Op`] records.
@@ -132,6 +136,9 @@ pub enum NemesisKind {
     Heal,
     /// Nodes cut off from each other (target `net`; the detail names the sides).
     Partition,
+    /// The database primary (the target) killed and its standby promoted (the
+    /// detail names it); ends at the old primary's restart as the new standby.
+    Failover,
 }
 
 /// A fault injected or healed.
@@ -150,8 +157,15 @@ pub struct NemesisEvent {
 pub struct RestartEvent {
     pub at_us: u64,
     /// `storage` or `locks`; in the distributed campaign an etcd member (`e1`..),
-    /// `postgres` or a fencing server (`s1`..).
+    /// a database node (`pg1`, `pg2`; [`is_database`]) or a fencing server (`s1`..).
     pub server: String,
+}
+
+/// True for a database node of the distributed campaign: `pg1`, `pg2`, or the
+/// `postgres` of a history written before the database had a standby.
+pub fn is_database(server: &str) -> bool {
+    server == "postgres"
+        || server.strip_prefix("pg").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl Record {

@@ -31,7 +31,7 @@
 pub mod data;
 pub mod order;
 
-use super::history::{NemesisKind, Op, OpKind, Outcome, Record};
+use super::history::{NemesisKind, Op, OpKind, Outcome, Record, is_database};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -82,8 +82,13 @@ pub struct Summary {
     pub heals: u64,
     /// Kills of the member that was the etcd leader at the time.
     pub leader_kills: u64,
-    /// Restarts of PostgreSQL after a kill.
+    /// Restarts of a database node after a kill or a failover.
     pub database_restarts: u64,
+    /// Database primaries killed and their standbys promoted.
+    pub failovers: u64,
+    /// The database's replication (distributed campaign): `none`, `synchronous`, `asynchronous`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication: Option<String>,
     pub violations: u64,
     pub violation_kinds: BTreeMap<String, u64>,
 }
@@ -164,12 +169,14 @@ fn count(records: &[Record], ops: &[&Op], s: &mut Summary) {
                 NemesisKind::Delay | NemesisKind::Drop => s.proxy_faults += 1,
                 NemesisKind::Partition => s.partitions += 1,
                 NemesisKind::Heal => s.heals += 1,
+                NemesisKind::Failover => s.failovers += 1,
                 NemesisKind::Resume => {}
             },
             Record::Restart(r) => {
                 s.restarts += 1;
-                s.database_restarts += u64::from(r.server == "postgres");
+                s.database_restarts += u64::from(is_database(&r.server));
             }
+            Record::Header(h) if h.replication.is_some() => s.replication = h.replication.clone(),
             _ => {}
         }
     }

@@ -2,9 +2,12 @@
 //! deployment users grow into, each process on a node of its own (a network
 //! namespace, [`super::netns`]):
 //! - `e1`..`e3`: a 3-member etcd cluster, the lock service's state;
-//! - `postgres`: PostgreSQL 15, the data, with the `fencing` extension deciding
-//!   when it is installed (the fencing servers' own check otherwise);
-//! - `s1`..`s3`: `fencing serve --store postgres --locks etcd`, stateless;
+//! - `pg1`, `pg2`: PostgreSQL 15, the data: a primary and a standby fed by
+//!   streaming replication, synchronous or not ([`replicas`]; the standby is left
+//!   out with [`Replication::None`]), with the `fencing` extension deciding or the
+//!   fencing servers' own check ([`Decider`]);
+//! - `s1`..`s3`: `fencing serve --store postgres --locks etcd`, stateless, finding
+//!   the primary by themselves (`target_session_attrs=read-write`);
 //! - `c0`..: the client processes; client `ci` takes its locks from server
 //!   `s(i mod 3 + 1)` and writes through the next one, so a client can be cut
 //!   off from its lock service and still reach its storage.
@@ -19,10 +22,13 @@
 //!
 //! # Layout
 //! - [`procs`]: etcd, PostgreSQL and fencing servers as restartable processes in their namespaces.
-//! - [`nemesis`]: partitions, kills of the etcd leader and followers, PostgreSQL and servers, pauses.
+//! - [`replicas`]: the primary, its standby, failover and the old primary's rebuild.
+//! - [`nemesis`]: partitions, kills of the etcd leader and followers, database nodes and
+//!   servers, failovers, pauses.
 
 pub mod nemesis;
 pub mod procs;
+pub mod replicas;
 
 use super::campaign::{self, CampaignConfig, Finished};
 use super::history::Phase;
@@ -31,11 +37,12 @@ use anyhow::Context;
 use procs::Proc;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use replicas::Database;
+pub use replicas::Replication;
 use std::time::{Duration, Instant};
 
 const ETCD: [&str; 3] = ["e1", "e2", "e3"];
 const SERVERS: [&str; 3] = ["s1", "s2", "s3"];
-const POSTGRES: &str = "postgres";
 /// Most client processes (each a node of its own, beside the 7 servers' nodes).
 pub const MAX_CLIENTS: usize = 64;
 
@@ -77,11 +84,11 @@ fn etcd_lease_ms(ms: u64) -> u64 {
 
 /// Runs the distributed campaign: builds the net, runs everything from a
 /// thread inside its hub, and removes the net whatever happens.
-pub fn run(cfg: &CampaignConfig, decider: Decider) -> anyhow::Result<Finished> {
+pub fn run(cfg: &CampaignConfig, decider: Decider, replication: Replication) -> anyhow::Result<Finished> {
     netns::sweep_stale();
     std::fs::create_dir_all(&cfg.work_dir).context("create the work directory")?;
     let clients: Vec<String> = (0..cfg.clients).map(|i| format!("c{i}")).collect();
-    let mut names: Vec<&str> = ETCD.iter().chain([&POSTGRES]).chain(&SERVERS).copied().collect();
+    let mut names: Vec<&str> = ETCD.iter().chain(&replicas::NODES).chain(&SERVERS).copied().collect();
     names.extend(clients.iter().map(String::as_str));
     let net = Net::create(&names).context("build the campaign's network namespaces")?;
     let cfg = cfg.clone();
@@ -96,7 +103,7 @@ pub fn run(cfg: &CampaignConfig, decider: Decider) -> anyhow::Result<Finished> {
         let result = runtime.block_on(async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
-                r = drive(&cfg, decider, &net, &clients) => r,
+                r = drive(&cfg, decider, replication, &net, &clients) => r,
                 _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
                 _ = term.recv() => anyhow::bail!("terminated"),
             }
@@ -111,19 +118,23 @@ pub fn run(cfg: &CampaignConfig, decider: Decider) -> anyhow::Result<Finished> {
     }
 }
 
-async fn drive(cfg: &CampaignConfig, decider: Decider, net: &Net, clients: &[String]) -> anyhow::Result<Finished> {
+async fn drive(
+    cfg: &CampaignConfig,
+    decider: Decider,
+    replication: Replication,
+    net: &Net,
+    clients: &[String],
+) -> anyhow::Result<Finished> {
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let resources = cfg.resource_ids();
-    let own = campaign::open_history(cfg)?;
+    let own = campaign::open_history(cfg, Some(replication.name()))?;
     let auth = campaign::auth_args(cfg)?;
 
     let pg_user = std::env::var("FENCING_PG_USER").unwrap_or_else(|_| "postgres".into());
-    let pg_data = procs::init_postgres(&cfg.work_dir.join("postgres"), &pg_user)?;
-    let mut postgres = Proc::postgres(net, &cfg.work_dir, POSTGRES, &pg_data, &pg_user)?;
     let mut etcd: Vec<Proc> =
         ETCD.iter().map(|m| Proc::etcd(net, &cfg.work_dir, m, &ETCD)).collect::<anyhow::Result<_>>()?;
-    eprintln!("chaos: starting PostgreSQL and a 3-member etcd cluster");
-    postgres.start(net).await.context("start PostgreSQL")?;
+    eprintln!("chaos: starting PostgreSQL ({} replication) and a 3-member etcd cluster", replication.name());
+    let mut database = Database::start(net, &cfg.work_dir, &pg_user, replication).await.context("start PostgreSQL")?;
     // Members wait for each other to form a quorum: start them all, then wait for each.
     let mut starting = vec![];
     for member in etcd.iter_mut() {
@@ -136,7 +147,7 @@ async fn drive(cfg: &CampaignConfig, decider: Decider, net: &Net, clients: &[Str
     let endpoints: Vec<String> =
         ETCD.iter().map(|m| Ok(procs::etcd_url(net.node(m)?.ip))).collect::<anyhow::Result<_>>()?;
     let mut serve_args = vec!["--store".to_string(), "postgres".into(), "--postgres-url".into()];
-    serve_args.push(procs::postgres_url(net.node(POSTGRES)?.ip));
+    serve_args.push(database.url(net)?);
     serve_args.extend(["--locks".into(), "etcd".into(), "--etcd-endpoints".into(), endpoints.join(",")]);
     match decider {
         Decider::Extension => serve_args.extend(["--pg-guard".into(), "extension".into()]),
@@ -173,7 +184,7 @@ async fn drive(cfg: &CampaignConfig, decider: Decider, net: &Net, clients: &[Str
         nemesis::Targets {
             net,
             etcd: &mut etcd,
-            postgres: &mut postgres,
+            database: &mut database,
             servers: &mut servers,
             clients: targets,
             pause_ms: (longest + 500, longest + 2500),

@@ -5,15 +5,20 @@
 //!   from every other node; a minority (one etcd member and one fencing server)
 //!   split from the majority; a client cut off from its lock service but not
 //!   from its storage; a fencing server cut off from every etcd member;
-//! - kill -9 of the etcd leader or of a follower, of PostgreSQL, or of a fencing
-//!   server, each restarted on its own data after a while.
+//! - kill -9 of the etcd leader or of a follower, of a database node, or of a
+//!   fencing server, each restarted on its own data after a while;
+//! - with a standby, a failover ([`super::replicas`]): the primary killed and the
+//!   standby promoted, the old primary rebuilt as the new standby when it ends.
+//!   The first fault of a run with a standby is a failover, so even a short run
+//!   has one.
 //!
 //! Every fault ends (heal or restart) before the next one starts, so a restart
 //! always finds a cluster it can join; pauses overlap everything. After each
-//! PostgreSQL restart every file is read back so the checker sees that nothing
+//! database restart and failover every file is read back so the checker sees that nothing
 //! acknowledged was lost. At the deadline everything is healed and resumed.
 
 use super::procs::{Proc, etcd_leader};
+use super::replicas::Database;
 use crate::history::{HistoryWriter, NemesisKind, Record, RestartEvent, now_us};
 use crate::nemesis::{record, signal};
 use crate::netns::Net;
@@ -27,7 +32,7 @@ use std::time::{Duration, Instant};
 pub struct Targets<'a> {
     pub net: &'a Net,
     pub etcd: &'a mut [Proc],
-    pub postgres: &'a mut Proc,
+    pub database: &'a mut Database,
     pub servers: &'a mut [Proc],
     /// `(client id, pid, node of the fencing server it takes locks from)`.
     pub clients: Vec<(String, u32, String)>,
@@ -39,7 +44,10 @@ pub struct Targets<'a> {
 enum Active {
     Partition,
     Etcd(usize),
-    Postgres,
+    /// A database node killed, restarted in place.
+    Database(usize),
+    /// The primary (this node) killed and the standby promoted.
+    Failover(usize),
     Server(usize),
 }
 
@@ -68,7 +76,7 @@ impl Targets<'_> {
     }
 
     /// Starts one fault; `None` when it could not (no agreed etcd leader right now).
-    fn inject(&mut self, roll: u32, rng: &mut StdRng, history: &HistoryWriter) -> anyhow::Result<Option<Active>> {
+    async fn inject(&mut self, roll: u32, rng: &mut StdRng, history: &HistoryWriter) -> anyhow::Result<Option<Active>> {
         let etcd_names: Vec<String> = self.etcd.iter().map(|p| p.node.clone()).collect();
         let server_names: Vec<String> = self.servers.iter().map(|p| p.node.clone()).collect();
         let active = match roll {
@@ -83,7 +91,7 @@ impl Targets<'_> {
                 let server = server_names.choose(rng).expect("three servers").clone();
                 let mut majority: Vec<String> = etcd_names.iter().chain(&server_names).cloned().collect();
                 majority.retain(|n| *n != member && *n != server);
-                majority.push(self.postgres.node.clone());
+                majority.extend(self.database.nodes.iter().map(|p| p.node.clone()));
                 self.partition(history, &[member, server], &majority, "minority | majority")?;
                 Active::Partition
             }
@@ -112,10 +120,19 @@ impl Targets<'_> {
                 record(history, NemesisKind::Kill, &pick, Some(if leading { "leader" } else { "follower" }.into()))?;
                 Active::Etcd(i)
             }
+            80..85 if self.database.standby().is_some() => {
+                let old = self.database.primary();
+                let (old_name, new_name) = self.database.fail_over(self.net).await?;
+                record(history, NemesisKind::Failover, &old_name, Some(format!("{new_name} promoted")))?;
+                Active::Failover(old)
+            }
             80..90 => {
-                self.postgres.kill(self.net)?;
-                record(history, NemesisKind::Kill, &self.postgres.node, None)?;
-                Active::Postgres
+                let i = rng.random_range(0..self.database.nodes.len());
+                let role = if i == self.database.primary() { "primary" } else { "standby" };
+                let node = &mut self.database.nodes[i];
+                node.kill(self.net)?;
+                record(history, NemesisKind::Kill, &node.node, Some(role.into()))?;
+                Active::Database(i)
             }
             _ => {
                 let i = rng.random_range(0..self.servers.len());
@@ -142,9 +159,14 @@ impl Targets<'_> {
                 self.etcd[i].start(self.net).await?;
                 restarted(history, &self.etcd[i].node)?;
             }
-            Active::Postgres => {
-                self.postgres.start(self.net).await?;
-                restarted(history, &self.postgres.node)?;
+            Active::Database(i) => {
+                self.database.nodes[i].start(self.net).await?;
+                restarted(history, &self.database.nodes[i].node)?;
+                readback().await?;
+            }
+            Active::Failover(old) => {
+                self.database.rebuild_standby(self.net, old).await?;
+                restarted(history, &self.database.nodes[old].node)?;
                 readback().await?;
             }
             Active::Server(i) => {
@@ -171,6 +193,7 @@ where
 {
     let mut paused: Vec<(usize, Instant)> = vec![];
     let mut active: Option<(Active, Instant)> = None;
+    let mut failover_due = t.database.standby().is_some();
     while Instant::now() < deadline {
         let now = Instant::now();
         for &(i, _) in paused.iter().filter(|(_, at)| *at <= now) {
@@ -198,8 +221,8 @@ where
             paused.push((i, Instant::now() + Duration::from_millis(ms)));
         } else if roll < 60 && active.is_none() {
             // Spread over the faults in proportion to `inject`'s ranges.
-            let kind = (roll - 12) * 100 / 48;
-            if let Some(fault) = t.inject(kind, rng, history)? {
+            let kind = if std::mem::take(&mut failover_due) { 80 } else { (roll - 12) * 100 / 48 };
+            if let Some(fault) = t.inject(kind, rng, history).await? {
                 let hold = match fault {
                     Active::Partition => rng.random_range(1500..6000),
                     _ => rng.random_range(300..3000),

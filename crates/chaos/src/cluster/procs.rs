@@ -183,7 +183,7 @@ pub fn fencing_url(ip: Ipv4Addr) -> String {
     format!("http://{ip}:{FENCING_PORT}")
 }
 
-/// The connection string of the campaign's database at `ip`.
+/// The connection string of one database node at `ip`.
 pub fn postgres_url(ip: Ipv4Addr) -> String {
     format!("host={ip} port={PG_PORT} user=fencing dbname=postgres connect_timeout=3")
 }
@@ -226,7 +226,7 @@ pub fn init_postgres(dir: &Path, user: &str) -> anyhow::Result<PathBuf> {
     }
     let hba = data.join("pg_hba.conf");
     let mut rules = std::fs::read_to_string(&hba).context("read pg_hba.conf")?;
-    rules.push_str("host all all 10.231.0.0/24 trust\n");
+    rules.push_str("host all all 10.231.0.0/24 trust\nhost replication all 10.231.0.0/24 trust\n");
     std::fs::write(&hba, rules).context("write pg_hba.conf")?;
     Ok(data)
 }

@@ -1,7 +1,7 @@
 //! Fault windows: the nemesis records a fault and, later, its heal as separate
 //! events; a report draws the interval between them. A pause ends at the
 //! target's resume, a proxy fault or a partition at its heal, a kill at the
-//! killed server's restart. A fault never healed (a history cut short) lasts to the
+//! killed server's restart, a failover at the old primary's restart as a standby. A fault never healed (a history cut short) lasts to the
 //! end of the run.
 
 use crate::history::{NemesisKind, Record};
@@ -29,6 +29,7 @@ impl Window {
             NemesisKind::Resume => "resume",
             NemesisKind::Heal => "heal",
             NemesisKind::Partition => "partition",
+            NemesisKind::Failover => "failover",
         };
         match &self.detail {
             Some(d) => format!("{kind} {} ({d})", self.target),
@@ -41,6 +42,7 @@ impl Window {
         match self.kind {
             NemesisKind::Pause | NemesisKind::Resume => "f-pause",
             NemesisKind::Kill => "f-kill",
+            NemesisKind::Failover => "f-failover",
             NemesisKind::Delay | NemesisKind::Drop | NemesisKind::Heal | NemesisKind::Partition => "f-net",
         }
     }
@@ -82,7 +84,7 @@ pub fn windows(records: &[Record], end_us: u64) -> Vec<Window> {
                     healed: false,
                 }),
             },
-            Record::Restart(r) => close(&mut open, &r.server, &[NemesisKind::Kill], r.at_us),
+            Record::Restart(r) => close(&mut open, &r.server, &[NemesisKind::Kill, NemesisKind::Failover], r.at_us),
             _ => {}
         }
     }
@@ -141,5 +143,25 @@ mod tests {
         assert_eq!(spans, vec![("net", 10, 20), ("net", 12, 20), ("e2", 14, 25), ("net", 30, 100)]);
         assert_eq!(w[0].class(), "f-net");
         assert_eq!(w[0].label(), "partition net");
+    }
+
+    #[test]
+    fn a_failover_lasts_until_the_old_primary_serves_again_as_the_standby() {
+        let mut failover = nemesis(10, NemesisKind::Failover, "pg1");
+        if let Record::Nemesis(n) = &mut failover {
+            n.detail = Some("pg2 promoted".into());
+        }
+        let records = vec![
+            failover,
+            nemesis(12, NemesisKind::Kill, "pg2"),
+            Record::Restart(RestartEvent { at_us: 15, server: "pg2".into() }),
+            Record::Restart(RestartEvent { at_us: 40, server: "pg1".into() }),
+        ];
+        let w = windows(&records, 100);
+        let spans: Vec<(&str, u64, u64, bool)> =
+            w.iter().map(|w| (w.target.as_str(), w.start_us, w.end_us, w.healed)).collect();
+        assert_eq!(spans, vec![("pg1", 10, 40, true), ("pg2", 12, 15, true)]);
+        assert_eq!(w[0].label(), "failover pg1 (pg2 promoted)");
+        assert_eq!(w[0].class(), "f-failover");
     }
 }

@@ -107,7 +107,7 @@ fn legend(out: &mut String, reasons: &BTreeSet<String>) {
         let _ = write!(out, r#"<span class="sw r-{r}"></span>refused: {} "#, esc(r));
     }
     out.push_str(
-        r#"<span class="sw badsw"></span>evidence of a violation <span class="sw f-pause"></span>client paused <span class="sw f-kill"></span>server killed <span class="sw f-net"></span>network fault</p>"#,
+        r#"<span class="sw badsw"></span>evidence of a violation <span class="sw f-pause"></span>client paused <span class="sw f-kill"></span>server killed <span class="sw f-failover"></span>database failover <span class="sw f-net"></span>network fault</p>"#,
     );
 }
 
@@ -294,6 +294,7 @@ table.summary td { border: 1px solid #ddd; padding: 3px 6px; vertical-align: top
 .sw { display: inline-block; width: 14px; height: 12px; margin: 0 3px 0 10px; vertical-align: middle; border-radius: 2px; }
 .sw.ok { background: #43a047; } .sw.info { background: #9e9e9e; } .sw.badsw { background: #e53935; outline: 2px solid #b71c1c; }
 .sw.f-pause { background: rgba(33,150,243,.35); } .sw.f-kill { background: rgba(60,60,60,.35); } .sw.f-net { background: rgba(156,39,176,.3); }
+.sw.f-failover { background: rgba(255,143,0,.4); }
 .tl { display: flex; border: 1px solid #ddd; }
 .zoom { font-size: 12px; margin: 6px 0; } .zoom button { min-width: 28px; margin-right: 2px; }
 .tl .scroll { overflow-x: auto; flex: 1; }
@@ -305,6 +306,7 @@ svg.names text { fill: #333; }
 .f-pause .band, .f-pause .hit, rect.band.f-pause { fill: #2196f3; }
 .f-kill .band, .f-kill .hit, rect.band.f-kill { fill: #333; }
 .f-net .band, .f-net .hit, rect.band.f-net { fill: #9c27b0; }
+.f-failover .band, .f-failover .hit, rect.band.f-failover { fill: #ff8f00; }
 rect.band { opacity: .14; }
 .op rect { stroke: rgba(0,0,0,.25); stroke-width: .5; }
 .op.ok rect { fill: #43a047; } .op.info rect { fill: #9e9e9e; }

@@ -24,7 +24,7 @@ fn op(client: &str, kind: OpKind, token: u64, at_ms: u64, ms: u64, outcome: Outc
 fn history(fencing: bool) -> Vec<Record> {
     let stale = if fencing { Outcome::Fail } else { Outcome::Ok };
     let mut records = vec![
-        Record::Header(Header { seed: 7, fencing, policy: "non_decreasing".into(), started_us: T0 }),
+        Record::Header(Header { seed: 7, fencing, policy: "non_decreasing".into(), started_us: T0, replication: None }),
         op("c1", OpKind::Acquire, 1, 0, 5, Outcome::Ok),
         Record::Nemesis(NemesisEvent {
             at_us: T0 + 10_000,

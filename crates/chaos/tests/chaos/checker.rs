@@ -75,7 +75,7 @@ fn read(file: &str, value: Option<&str>, start: u64, phase: Phase, high_water: O
 }
 
 fn header(policy: &str) -> Record {
-    Record::Header(Header { seed: 7, fencing: true, policy: policy.into(), started_us: 0 })
+    Record::Header(Header { seed: 7, fencing: true, policy: policy.into(), started_us: 0, replication: None })
 }
 
 /// The GC-pause story, fenced correctly: c1 (token 1) is paused, c2 (token 2)
@@ -244,4 +244,38 @@ fn histories_round_trip_through_json_lines() {
     let mut corrupt = lines;
     corrupt.insert(3, "not json".into());
     assert!(parse_lines(&corrupt).is_err());
+}
+
+/// What an asynchronous standby can do at a failover: c2's acknowledged
+/// write (and the fence it raised to 2) never reached the standby, so the
+/// promoted database admits paused c1's token-1 write, and the read-back
+/// misses c2's data. The summary counts the failover and names the replication.
+#[test]
+fn a_failover_that_lost_an_acknowledged_fence_is_reported_twice() {
+    let mut header = header("non_decreasing");
+    if let Record::Header(h) = &mut header {
+        h.replication = Some("asynchronous".into());
+    }
+    let nemesis = |at_us, kind, target: &str, detail: Option<&str>| {
+        Record::Nemesis(NemesisEvent { at_us, kind, target: target.into(), detail: detail.map(str::to_string) })
+    };
+    let h = vec![
+        header,
+        acquire("c1", 1, 0, 10),
+        append("c1", 1, 1, 20, 30, Outcome::Ok),
+        nemesis(35, NemesisKind::Pause, "c1", None),
+        acquire("c2", 2, 100, 110),
+        append("c2", 2, 1, 120, 130, Outcome::Ok),
+        nemesis(135, NemesisKind::Failover, "pg1", Some("pg2 promoted")),
+        nemesis(150, NemesisKind::Resume, "c1", None),
+        append("c1", 1, 3, 170, 180, Outcome::Ok),
+        Record::Restart(RestartEvent { at_us: 300, server: "pg1".into() }),
+        read("log", Some("c1/1/1\nc1/1/3\n"), 310, Phase::AfterRestart, Some(1)),
+    ];
+    let report = check(&h);
+    assert!(kinds(&report).contains(&"stale_admitted"), "{:?}", report.violations);
+    assert!(kinds(&report).contains(&"lost_write"), "{:?}", report.violations);
+    let s = &report.summary;
+    assert_eq!((s.failovers, s.database_restarts, s.restarts), (1, 1, 1));
+    assert_eq!(s.replication.as_deref(), Some("asynchronous"));
 }

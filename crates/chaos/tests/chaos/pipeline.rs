@@ -34,8 +34,14 @@ async fn campaign(fencing: bool) -> Report {
         tasks.push(tokio::spawn(client::run(cfg)));
     }
     let own = HistoryWriter::create(&dir.path().join("campaign.jsonl")).unwrap();
-    own.write(&Record::Header(Header { seed: 1, fencing, policy: "non_decreasing".into(), started_us: now_us() }))
-        .unwrap();
+    own.write(&Record::Header(Header {
+        seed: 1,
+        fencing,
+        policy: "non_decreasing".into(),
+        started_us: now_us(),
+        replication: None,
+    }))
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(1000)).await;
     proxy.set(Fault::Delay(150));
     tokio::time::sleep(Duration::from_millis(800)).await;

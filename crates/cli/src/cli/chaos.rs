@@ -47,11 +47,11 @@ enum Topology {
     /// One lock service (embedded) and one storage server (redb) on 127.0.0.1,
     /// behind fault proxies: pauses, kills, delays and dropped connections.
     Local,
-    /// A 3-member etcd cluster, PostgreSQL 15 and 3 `fencing serve --store postgres
-    /// --locks etcd` servers, each process in a network namespace of its own (needs
-    /// root, iproute2, nftables, etcd and PostgreSQL 15): network partitions and
-    /// kill -9 of the etcd leader, a follower, PostgreSQL and servers, besides pauses.
-    /// The PostgreSQL extension decides when installed, the servers otherwise.
+    /// A 3-member etcd cluster, a PostgreSQL 15 primary with a streaming standby and
+    /// 3 `fencing serve --store postgres --locks etcd` servers, each process in a
+    /// network namespace of its own (needs root, iproute2, nftables, etcd and
+    /// PostgreSQL 15): network partitions, kill -9 of the etcd leader, a follower, a
+    /// database node and servers, and failovers to the standby, besides pauses.
     Cluster,
 }
 
@@ -94,10 +94,34 @@ struct RunArgs {
     /// Local topology only (the cluster's locks are etcd's).
     #[arg(long, value_enum)]
     lease_sync: Option<LeaseSync>,
+    /// Cluster topology: how the PostgreSQL primary's commits reach its standby.
+    /// `sync` acknowledges a commit once the standby has flushed it; `async` before
+    /// (acknowledged writes and fences can be lost at a failover); `none` runs no
+    /// standby and no failovers [default: sync].
+    #[arg(long, value_enum)]
+    replication: Option<ReplicationArg>,
+    /// Cluster topology: who decides the writes: `extension` (the `fencing` extension
+    /// inside PostgreSQL, `fencing serve --pg-guard extension`) or `host` (each
+    /// server before it writes) [default: extension when installed, host otherwise].
+    #[arg(long, value_enum)]
+    pg_guard: Option<PgGuardArg>,
     /// Write DIR/timeline.html: every request as a bar per client lane, the faults as bands,
     /// violations in red, throughput and latency over time. Self-contained; open it in a browser.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReplicationArg {
+    Sync,
+    Async,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PgGuardArg {
+    Extension,
+    Host,
 }
 
 #[derive(Debug, Args)]
@@ -187,9 +211,20 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.clients == 0 || a.resources == 0 || a.seconds == 0 {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
+    if a.topology == Topology::Local && (a.replication.is_some() || a.pg_guard.is_some()) {
+        return Err(super::usage("--replication and --pg-guard are for the cluster topology"));
+    }
     if a.topology == Topology::Cluster {
         if a.lease_sync.is_some() {
             return Err(super::usage("--lease-sync is for the local topology (the cluster's locks are etcd's)"));
+        }
+        if a.pg_guard == Some(PgGuardArg::Extension) && !cluster::procs::extension_installed() {
+            return Err(super::usage(
+                "--pg-guard extension: the fencing extension is not installed (scripts/pg-extension install)",
+            ));
+        }
+        if a.pg_guard.is_some() && a.no_fencing {
+            return Err(super::usage("--pg-guard chooses who fences; --no-fencing runs without"));
         }
         if !nix::unistd::geteuid().is_root() {
             return Err(super::usage("--topology cluster needs root (it makes network namespaces)"));
@@ -236,7 +271,19 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let campaign::Finished { records, report } = match a.topology {
         Topology::Local => runtime()?.block_on(campaign::run(&cfg))?,
-        Topology::Cluster => cluster::run(&cfg, cluster::Decider::choose(cfg.fencing))?,
+        Topology::Cluster => {
+            let decider = match a.pg_guard {
+                None => cluster::Decider::choose(cfg.fencing),
+                Some(PgGuardArg::Extension) => cluster::Decider::Extension,
+                Some(PgGuardArg::Host) => cluster::Decider::Servers,
+            };
+            let replication = match a.replication.unwrap_or(ReplicationArg::Sync) {
+                ReplicationArg::Sync => cluster::Replication::Sync,
+                ReplicationArg::Async => cluster::Replication::Async,
+                ReplicationArg::None => cluster::Replication::None,
+            };
+            cluster::run(&cfg, decider, replication)?
+        }
     };
     if let Some(dir) = &a.report {
         write_page(dir, &cfg.history, &records, &report)?;

@@ -168,7 +168,8 @@ async fn scenario(locks: &str, storage: &str, mode: &str, lease_ms: u64) -> anyh
     let resource = format!("{RESOURCE}-{mode}");
     let fencing = mode == "fenced";
     let policy = "non_decreasing".to_string();
-    let mut history = vec![Record::Header(Header { seed: 0, fencing, policy, started_us: now_us() })];
+    let mut history =
+        vec![Record::Header(Header { seed: 0, fencing, policy, started_us: now_us(), replication: None })];
     let nemesis = |kind, detail: Option<String>| {
         Record::Nemesis(NemesisEvent { at_us: now_us(), kind, target: "client-1".into(), detail })
     };

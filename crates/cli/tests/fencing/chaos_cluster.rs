@@ -95,10 +95,27 @@ fn without_fencing_the_cluster_admits_stale_writes_and_cleans_up() {
     assert!(s["violations"].as_u64().unwrap() > 0, "{s}");
     assert!(s["violation_kinds"]["stale_admitted"].as_u64().unwrap_or(0) > 0, "{s}");
     assert!(s["partitions"].as_u64().unwrap() > 0 && s["heals"] == s["partitions"], "{s}");
-    assert!(s["kills"].as_u64().unwrap() > 0 && s["restarts"] == s["kills"], "{s}");
+    // Every kill and every failover ends in a restart; the first fault is a failover.
+    let (kills, failovers) = (s["kills"].as_u64().unwrap(), s["failovers"].as_u64().unwrap());
+    assert!(kills > 0 && failovers > 0 && s["restarts"].as_u64() == Some(kills + failovers), "{s}");
+    assert_eq!(s["replication"], "synchronous", "{s}");
     assert!(stderr.contains("decided by nobody"), "{stderr}");
     let (namespaces, processes) = leftovers(pid, &work);
     assert!(namespaces.is_empty() && processes.is_empty(), "left behind: {namespaces:?} {processes:?}");
+}
+
+#[test]
+fn replication_and_the_decider_are_cluster_options_checked_before_anything_starts() {
+    let refused = |args: &[&str], says: &str| {
+        let out = fencing().arg("chaos").args(args).args(["--seconds", "1"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    };
+    refused(&["--replication", "async"], "for the cluster topology");
+    refused(&["--pg-guard", "host"], "for the cluster topology");
+    refused(&["--topology", "cluster", "--replication", "semi"], "sync");
+    refused(&["--topology", "cluster", "--pg-guard", "host", "--no-fencing"], "--no-fencing");
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! - kill -9 of the etcd leader or of a follower, of a database node, or of a
 //!   fencing server, each restarted on its own data after a while;
 //! - with a standby, a failover ([`super::replicas`]): the primary killed and the
-//!   standby promoted, the old primary rebuilt as the new standby when it ends.
+//!   standby promoted, the old primary rebuilt as the new standby when it ends;
+//!   half the time the standby is first cut off from the primary for 1-3 s, so
+//!   it lags behind whatever the primary acknowledges without it.
 //!   The first fault of a run with a standby is a failover, so even a short run
 //!   has one.
 //!
@@ -120,10 +122,24 @@ impl Targets<'_> {
                 record(history, NemesisKind::Kill, &pick, Some(if leading { "leader" } else { "follower" }.into()))?;
                 Active::Etcd(i)
             }
-            80..85 if self.database.standby().is_some() => {
+            80..85 if let Some(standby) = self.database.standby() => {
                 let old = self.database.primary();
+                // Half the time the standby is cut off from the primary for a
+                // while first, as when the network fails before the machine:
+                // what the primary acknowledges meanwhile, the standby lacks.
+                let lag_ms = rng.random_bool(0.5).then(|| rng.random_range(1000..3000u64));
+                if let Some(ms) = lag_ms {
+                    let (primary, standby) =
+                        (self.database.nodes[old].node.clone(), self.database.nodes[standby].node.clone());
+                    self.partition(history, &[primary], &[standby], "standby cut off from the primary")?;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
                 let (old_name, new_name) = self.database.fail_over(self.net).await?;
                 record(history, NemesisKind::Failover, &old_name, Some(format!("{new_name} promoted")))?;
+                if lag_ms.is_some() {
+                    self.net.heal()?;
+                    record(history, NemesisKind::Heal, "net", None)?;
+                }
                 Active::Failover(old)
             }
             80..90 => {

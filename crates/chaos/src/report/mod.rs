@@ -165,6 +165,7 @@ fn section(out: &mut String, n: usize, run: &Run<'_>) {
                 serde_json::Value::Object(m) => {
                     m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
                 }
+                serde_json::Value::String(text) => text.clone(),
                 v => v.to_string(),
             };
             let _ = write!(out, "<td><b>{}</b><br>{}</td>", esc(&k.replace('_', " ")), esc(&v));

@@ -125,3 +125,25 @@ fn the_page_is_self_contained_and_escapes_what_the_history_says() {
         assert!(!html.contains(fetch), "the page must not fetch anything ({fetch})");
     }
 }
+
+#[test]
+fn a_failover_is_a_fault_band_and_the_replication_is_in_the_summary() {
+    let mut records = history(true);
+    if let Record::Header(h) = &mut records[0] {
+        h.replication = Some("synchronous".into());
+    }
+    records.push(Record::Nemesis(NemesisEvent {
+        at_us: T0 + 1_200_000,
+        kind: NemesisKind::Failover,
+        target: "pg1".into(),
+        detail: Some("pg2 promoted".into()),
+    }));
+    records.push(Record::Restart(RestartEvent { at_us: T0 + 2_500_000, server: "pg1".into() }));
+    let (html, report) = page(&records);
+    assert!(report.is_valid(), "{:?}", report.violations);
+    assert_eq!(report.summary.failovers, 1);
+    assert!(html.contains("failover pg1 (pg2 promoted)"), "the band's label");
+    assert!(html.contains(r#"<g class="fault f-failover">"#), "the band's class");
+    assert!(html.contains("<td><b>replication</b><br>synchronous</td>"), "a string, unquoted");
+    assert!(html.contains("<td><b>failovers</b><br>1</td>"));
+}

@@ -83,6 +83,37 @@ def test_batches_take_plain_ints_and_leave_the_fence(guard: Guard) -> None:
     assert guard.admit_batch(None, "l", [0]).fence is None
 
 
+def test_every_shape_of_batch_decides_as_one_admit_per_write(guard: Guard) -> None:
+    """Plain ints, BatchWrites with and without sequences, a mix, an iterator,
+    int subclasses and u64 edges: each batch's decisions are those of admitting
+    its writes one by one, each against the fence the admitted ones left."""
+    import enum
+    import random
+
+    class Big(enum.IntEnum):
+        TOP = U64_MAX
+
+    rng = random.Random(7)
+    shapes = [
+        [rng.randrange(1, 40) for _ in range(200)],
+        [BatchWrite(rng.randrange(1, 40), rng.randrange(0, 5)) for _ in range(200)],
+        [BatchWrite(rng.randrange(1, 40), rng.choice([None, 1, 2, 3])) for _ in range(200)],
+        [rng.choice([rng.randrange(0, 40), BatchWrite(rng.randrange(0, 40), rng.choice([None, 2]))]) for _ in range(200)],
+        [U64_MAX - 1, BatchWrite(U64_MAX, U64_MAX), Big.TOP, BatchWrite(Big.TOP, 0), 0],
+    ]
+    for writes in shapes:
+        for start in (None, Fence("l", 20), Fence("l", 20, 1), Fence("other", 20)):
+            out = guard.admit_batch(start, "l", iter(writes))
+            fence = start
+            for w, got in zip(writes, out.verdicts):
+                w = w if isinstance(w, BatchWrite) else BatchWrite(w)
+                one = guard.admit(fence, Sequencer("l", w.token, w.sequence))
+                assert got == one, (start, w)
+                if one.admitted:
+                    fence = Fence("l", w.token, w.sequence)
+            assert len(out.verdicts) == len(writes)
+
+
 def test_a_missing_component_is_named(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="no component"):
         Guard(tmp_path / "nothing.wasm")

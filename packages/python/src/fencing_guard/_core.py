@@ -218,11 +218,11 @@ class Core:
             self._post_batch(ret)
         return codes, state
 
-    def stream(self, high_water: int, tokens: Sequence[int], policy: int) -> tuple[bytes, int]:
-        """`admit-stream`: the verdict bytes and the mark after the stream."""
-        n = len(tokens)
+    def stream(self, high_water: int, tokens: bytes, n: int, policy: int) -> tuple[bytes, int]:
+        """`admit-stream` over `tokens`, the `list<u64>` laid out (`n` tokens,
+        8 bytes each): the verdict bytes and the mark after the stream."""
         ptr = self.alloc(n * 8, 8)
-        self.memory.write(self.store, struct.pack(f"<{n}Q", *tokens), ptr)
+        self.memory.write(self.store, tokens, ptr)
         ret = self._stream(i64(high_water), ptr, n, policy)
         record = self.read(ret, 16, 8)
         codes = self._verdicts(record, n)

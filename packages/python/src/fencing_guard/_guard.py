@@ -9,8 +9,9 @@ else speaks `_types`.
 
 from __future__ import annotations
 
-import struct
+import sys
 import threading
+from array import array
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
@@ -62,6 +63,8 @@ _CODES = (
 
 #: Stream verdict bytes to verdicts (a stream has no wrong lock or sequences, and reports no terms).
 _STREAM = {0: Verdict.ADMITTED, 1: Verdict.ADMITTED, 2: Verdict.INVALID_TOKEN, 4: Verdict.STALE_TOKEN, 5: Verdict.TOKEN_REUSED}
+#: The same as a table indexed by the byte (None: a code a stream cannot answer).
+_STREAM_TABLE = tuple(_STREAM.get(b) for b in range(256))
 
 _INVALID = Rejection(Reason.INVALID_TOKEN)
 _WRONG_LOCK = Rejection(Reason.WRONG_LOCK)
@@ -151,25 +154,13 @@ class Guard:
         the fence left by the writes admitted before it. A plain int is a write
         without a sequence."""
         _check_fence(current, "current")
-        ws = [w if isinstance(w, BatchWrite) else BatchWrite(check_u64(w, f"writes[{i}]")) for i, w in enumerate(writes)]
-        words = []
-        for i, w in enumerate(ws):
-            words.append(check_u64(w.token, f"writes[{i}].token"))
-            seq = check_optional_u64(w.sequence, f"writes[{i}].sequence")
-            words += (0, 0) if seq is None else (1, seq)
+        tokens, sequences = _columns(writes)
+        packed = _batch_words(tokens, sequences)
         p = _policy(policy)
         with self._mutex:
             fence_rep, rep = self._reps(current, lock, "lock")
-            packed = struct.pack(f"<{len(words)}Q", *words)
-            codes, state = self._core.batch(_flat_fence(current, fence_rep), rep, packed, len(ws), p)
-        # Each write was decided against the fence the admitted ones before it left.
-        fence = _state(current)
-        verdicts: list[Decision] = []
-        for w, c in zip(ws, codes):
-            d = _decision(c, fence, w.token, w.sequence)
-            if isinstance(d, Admission):
-                fence = (w.token, w.sequence)
-            verdicts.append(d)
+            codes, state = self._core.batch(_flat_fence(current, fence_rep), rep, packed, len(tokens), p)
+        verdicts = _batch_decisions(codes, _state(current), tokens, sequences)
         return BatchOutcome(verdicts=verdicts, fence=None if state is None else FenceState(*state))
 
     def admit_stream(
@@ -179,17 +170,109 @@ class Guard:
         caller has checked and whose fence holds no sequence. `high_water` 0
         means the resource has no fence."""
         check_u64(high_water, "high_water")
-        ts = [check_u64(t, f"tokens[{i}]") for i, t in enumerate(tokens)]
+        ts = list(tokens)
+        packed = _u64s(ts, "tokens[{}]").tobytes()
         p = _policy(policy)
         with self._mutex:
-            codes, mark = self._core.stream(high_water, ts, p)
-        verdicts = []
-        for byte in codes:
-            v = _STREAM.get(byte)
-            if v is None:
-                raise ContractError(f"the module returned verdict code {byte} in a stream")
-            verdicts.append(v)
+            codes, mark = self._core.stream(high_water, packed, len(ts), p)
+        verdicts = list(map(_STREAM_TABLE.__getitem__, codes))
+        if None in verdicts:
+            byte = codes[verdicts.index(None)]
+            raise ContractError(f"the module returned verdict code {byte} in a stream")
         return StreamOutcome(verdicts=verdicts, high_water=mark)
+
+
+def _u64s(values: list, what: str) -> array:
+    """`values` as an array of u64 in little-endian order. Plain ints in range
+    take one C-level pass; anything else goes through `check_u64` one by one,
+    which names the first bad value (`what` formats with its index)."""
+    if set(map(type, values)) <= _PLAIN_INT:
+        try:
+            packed = array("Q", values)
+        except OverflowError:  # a negative or a too large int: named below
+            packed = None
+        if packed is not None:
+            if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
+                packed.byteswap()
+            return packed
+    for i, v in enumerate(values):
+        check_u64(v, what.format(i))
+    return _u64s([int(v) for v in values], what)
+
+
+_PLAIN_INT = {int}
+
+
+def _columns(writes: Sequence[Union[BatchWrite, int]]) -> tuple[list[int], list[Optional[int]]]:
+    """A batch's tokens and sequences (None: no sequence), each value checked."""
+    writes = list(writes)
+    kinds = set(map(type, writes))
+    if kinds <= _PLAIN_INT:
+        tokens = list(writes)
+        _u64s(tokens, "writes[{}]")
+        return tokens, [None] * len(tokens)  # type: ignore[return-value]
+    if kinds == {BatchWrite}:
+        tokens = [w.token for w in writes]  # type: ignore[union-attr]
+        sequences = [w.sequence for w in writes]  # type: ignore[union-attr]
+        _u64s(tokens, "writes[{}].token")
+        present = [s for s in sequences if s is not None]
+        if present and not set(map(type, present)) <= _PLAIN_INT:
+            for i, s in enumerate(sequences):
+                check_optional_u64(s, f"writes[{i}].sequence")
+        else:
+            try:
+                array("Q", present)
+            except OverflowError:
+                for i, s in enumerate(sequences):
+                    check_optional_u64(s, f"writes[{i}].sequence")
+        return tokens, sequences
+    ws = [w if isinstance(w, BatchWrite) else BatchWrite(check_u64(w, f"writes[{i}]")) for i, w in enumerate(writes)]
+    for i, w in enumerate(ws):
+        check_u64(w.token, f"writes[{i}].token")
+        check_optional_u64(w.sequence, f"writes[{i}].sequence")
+    return [w.token for w in ws], [w.sequence for w in ws]
+
+
+def _batch_words(tokens: list[int], sequences: list[Optional[int]]) -> bytes:
+    """The `list<batch-write>` laid out: per write the token, the sequence's
+    discriminant and its value, 8 bytes each."""
+    n = len(tokens)
+    words = array("Q", bytes(24 * n))
+    words[0::3] = array("Q", tokens)
+    if None not in sequences:
+        words[1::3] = array("Q", [1]) * n
+        words[2::3] = array("Q", sequences)  # type: ignore[arg-type]
+    elif any(s is not None for s in sequences):
+        words[1::3] = array("Q", [0 if s is None else 1 for s in sequences])
+        words[2::3] = array("Q", [0 if s is None else s for s in sequences])
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
+        words.byteswap()
+    return words.tobytes()
+
+
+def _batch_decisions(
+    codes: bytes, fence: Optional[tuple[int, Optional[int]]], tokens: list[int], sequences: list[Optional[int]]
+) -> list[Decision]:
+    """Each write's decision, against the fence the admitted writes before it
+    left; every code is checked as `_decision` checks it."""
+    verdicts: list[Decision] = []
+    append = verdicts.append
+    for c, token, sequence in zip(codes, tokens, sequences):
+        # The common cases first, checked as `_decision` checks them: admitted
+        # in the same term, or beginning a new one.
+        if c == 0 and token and fence is not None and token == fence[0]:
+            append(Admission(token, sequence, False))
+            fence = (token, sequence)
+            continue
+        if c == 1 and token and (fence is None or token > fence[0]):
+            append(Admission(token, sequence, True))
+            fence = (token, sequence)
+            continue
+        d = _decision(c, fence, token, sequence)
+        if d.admitted:
+            fence = (token, sequence)
+        append(d)
+    return verdicts
 
 
 def _check_fence(fence: object, what: str) -> None:

@@ -51,6 +51,9 @@ function u64(value, what) {
   return value;
 }
 
+/** True for a BigInt in 0..2^64-1: the check `u64` makes, without building its message. */
+const isU64 = (value) => typeof value === 'bigint' && BigInt.asUintN(64, value) === value;
+
 function optionalU64(value, what) {
   return value === undefined || value === null ? null : u64(value, what);
 }
@@ -197,10 +200,12 @@ export class Guard {
       const w = writes[i];
       let token;
       let sequence = null;
+      // A message names the write only when a value is refused: building it for every write costs more than the check.
       if (typeof w === 'object' && w !== null) {
-        token = u64(w.token, `writes[${i}].token`);
-        sequence = optionalU64(w.sequence, `writes[${i}].sequence`);
-      } else token = u64(w, `writes[${i}]`);
+        token = isU64(w.token) ? w.token : u64(w.token, `writes[${i}].token`);
+        const s = w.sequence;
+        if (s !== undefined && s !== null) sequence = isU64(s) ? s : u64(s, `writes[${i}].sequence`);
+      } else token = isU64(w) ? w : u64(w, `writes[${i}]`);
       tokens[i] = token;
       sequences[i] = sequence;
       words[j] = token;
@@ -215,8 +220,17 @@ export class Guard {
     // Each write was decided against the fence the admitted ones before it left.
     let state = fence;
     const verdicts = new Array(n);
+    const codes = out.codes;
     for (let i = 0; i < n; i++) {
-      const v = answer(code(out.codes[i]), state, tokens[i], sequences[i]);
+      const c = codes[i];
+      const token = tokens[i];
+      let v;
+      // The common cases inline, checked as `answer` checks them: admitted in the same term, or beginning a new one.
+      if (c === 0 && token !== 0n && state !== null && token === state.highWater) {
+        v = { admitted: true, highWater: token, sequence: sequences[i], newTerm: false };
+      } else if (c === 1 && token !== 0n && (state === null || token > state.highWater)) {
+        v = { admitted: true, highWater: token, sequence: sequences[i], newTerm: true };
+      } else v = answer(code(c), state, token, sequences[i]);
       if (v.admitted) state = v;
       verdicts[i] = v;
     }
@@ -234,7 +248,10 @@ export class Guard {
     if (tokens instanceof BigUint64Array) ts = tokens;
     else if (Array.isArray(tokens)) {
       ts = new BigUint64Array(tokens.length);
-      for (let i = 0; i < tokens.length; i++) ts[i] = u64(tokens[i], `tokens[${i}]`);
+      for (let i = 0; i < tokens.length; i++) {
+        const t = tokens[i];
+        ts[i] = isU64(t) ? t : u64(t, `tokens[${i}]`);
+      }
     } else throw new TypeError('tokens must be an array or a BigUint64Array');
     const out = this.core.stream(hw, ts, policyOf(policy));
     const verdicts = new Array(ts.length);

@@ -36,6 +36,10 @@ test('out-of-range and loose values are refused before they cross', () => {
     [() => guard.admit(fence, { lock: 'l', token: 7n }, 'newest'), RangeError, /policy/],
     [() => guard.admitBatch(fence, 'l', [1n, { token: -3n }]), RangeError, /writes\[1\].token/],
     [() => guard.admitStream(0n, [1n, U64_MAX + 1n]), RangeError, /tokens\[1\]/],
+    [() => guard.admitStream(0n, [1n, true]), TypeError, /tokens\[1\]/],
+    [() => guard.admitBatch(fence, 'l', [{ token: 6n, sequence: -1 }]), RangeError, /writes\[0\].sequence/],
+    [() => guard.admitBatch(fence, 'l', [{ token: 6n, sequence: 1n << 64n }]), RangeError, /writes\[0\].sequence/],
+    [() => guard.admitBatch(fence, 'l', [6n, '7']), TypeError, /writes\[1\]/],
   ];
   for (const [call, type, words] of bad) assert.throws(call, (e) => e instanceof type && words.test(e.message));
   // Nothing crossed: the fence the caller holds still admits its holder and refuses the stale.
@@ -66,4 +70,31 @@ test('a guard with room for two names re-interns correctly', () => {
     assert.equal(small.admit({ lock, highWater: 10n }, { lock: `${lock}x`, token: 11n }).reason, 'wrong_lock');
   }
   assert.throws(() => new Guard({ maxLocks: 1 }), RangeError);
+});
+
+test('every shape of batch decides as one admit per write', () => {
+  // Bare BigInts and safe Numbers, writes with and without sequences, a mix, u64 edges.
+  let seed = 7;
+  const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+  const shapes = [
+    Array.from({ length: 200 }, () => BigInt(1 + rand(40))),
+    Array.from({ length: 200 }, () => 1 + rand(40)),
+    Array.from({ length: 200 }, () => ({ token: BigInt(1 + rand(40)), sequence: BigInt(rand(5)) })),
+    Array.from({ length: 200 }, () => (rand(2) ? BigInt(rand(40)) : { token: rand(40), sequence: rand(2) ? null : 2 })),
+    [U64_MAX - 1n, { token: U64_MAX, sequence: U64_MAX }, U64_MAX, { token: U64_MAX, sequence: 0n }, 0n],
+  ];
+  const starts = [null, { lock: 'l', highWater: 20n }, { lock: 'l', highWater: 20n, sequence: 1n }, { lock: 'other', highWater: 20n }];
+  for (const writes of shapes) {
+    for (const start of starts) {
+      const out = guard.admitBatch(start, 'l', writes);
+      assert.equal(out.verdicts.length, writes.length);
+      let fence = start;
+      writes.forEach((w, i) => {
+        const presented = typeof w === 'object' ? { lock: 'l', ...w } : { lock: 'l', token: w };
+        const one = guard.admit(fence, presented);
+        assert.deepEqual(out.verdicts[i], one, `write ${i} from ${JSON.stringify(start, (k, v) => (typeof v === 'bigint' ? `${v}` : v))}`);
+        if (one.admitted) fence = { lock: 'l', highWater: one.highWater, sequence: one.sequence };
+      });
+    }
+  }
 });

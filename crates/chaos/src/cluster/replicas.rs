@@ -107,10 +107,6 @@ impl Database {
         ))
     }
 
-    pub fn replication(&self) -> Replication {
-        self.replication
-    }
-
     /// The index of the primary in [`Database::nodes`].
     pub fn primary(&self) -> usize {
         self.primary

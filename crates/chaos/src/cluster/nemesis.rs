@@ -66,6 +66,13 @@ impl Targets<'_> {
             .collect()
     }
 
+    /// The member the etcd cluster agrees leads, asked from a blocking thread
+    /// (`etcdctl` takes up to a second).
+    async fn etcd_leader(&self) -> anyhow::Result<Option<String>> {
+        let members = self.etcd_members();
+        Ok(tokio::task::spawn_blocking(move || etcd_leader(&members)).await?)
+    }
+
     fn all_nodes(&self) -> Vec<String> {
         self.net.nodes().iter().map(|n| n.name.clone()).collect()
     }
@@ -83,7 +90,7 @@ impl Targets<'_> {
         let server_names: Vec<String> = self.servers.iter().map(|p| p.node.clone()).collect();
         let active = match roll {
             0..16 => {
-                let Some(leader) = etcd_leader(&self.etcd_members()) else { return Ok(None) };
+                let Some(leader) = self.etcd_leader().await? else { return Ok(None) };
                 let rest: Vec<String> = self.all_nodes().into_iter().filter(|n| *n != leader).collect();
                 self.partition(history, &[leader], &rest, "etcd leader isolated")?;
                 Active::Partition
@@ -108,7 +115,7 @@ impl Targets<'_> {
                 Active::Partition
             }
             58..80 => {
-                let leader = etcd_leader(&self.etcd_members());
+                let leader = self.etcd_leader().await?;
                 let leading = roll < 69;
                 let pick = if leading {
                     let Some(leader) = leader else { return Ok(None) };

@@ -141,13 +141,20 @@ impl Proc {
 
     async fn serves(&self, http: &reqwest::Client) -> bool {
         match &self.ready {
-            Ready::Etcd(url) => Command::new("etcdctl")
-                .env("ETCDCTL_API", "3")
-                .args(["--endpoints", url, "--command-timeout=1s", "endpoint", "health"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success()),
+            Ready::Etcd(url) => {
+                // etcdctl takes up to a second: from a blocking thread, off the campaign's workers.
+                let url = url.clone();
+                let probe = move || {
+                    Command::new("etcdctl")
+                        .env("ETCDCTL_API", "3")
+                        .args(["--endpoints", &url, "--command-timeout=1s", "endpoint", "health"])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success())
+                };
+                tokio::task::spawn_blocking(probe).await.unwrap_or(false)
+            }
             Ready::Postgres(url) => tokio_postgres::connect(url, tokio_postgres::NoTls).await.is_ok(),
             Ready::Fencing(base) => {
                 let mut ok = true;

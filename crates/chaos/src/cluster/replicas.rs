@@ -147,7 +147,11 @@ impl Database {
     pub async fn rebuild_standby(&mut self, net: &Net, i: usize) -> anyhow::Result<()> {
         let name = self.nodes[i].node.clone();
         let primary_ip = net.node(&self.nodes[self.primary].node)?.ip;
-        base_backup(&self.work.join(&name), primary_ip, &name, &self.user)?;
+        // A few seconds of pg_basebackup: off the async workers, which drive the campaign.
+        let (dir, node, user) = (self.work.join(&name), name.clone(), self.user.clone());
+        tokio::task::spawn_blocking(move || base_backup(&dir, primary_ip, &node, &user))
+            .await
+            .context("the base backup's thread")??;
         self.nodes[i].start(net).await?;
         self.await_streaming(net, &name).await
     }

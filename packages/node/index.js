@@ -220,17 +220,8 @@ export class Guard {
     // Each write was decided against the fence the admitted ones before it left.
     let state = fence;
     const verdicts = new Array(n);
-    const codes = out.codes;
     for (let i = 0; i < n; i++) {
-      const c = codes[i];
-      const token = tokens[i];
-      let v;
-      // The common cases inline, checked as `answer` checks them: admitted in the same term, or beginning a new one.
-      if (c === 0 && token !== 0n && state !== null && token === state.highWater) {
-        v = { admitted: true, highWater: token, sequence: sequences[i], newTerm: false };
-      } else if (c === 1 && token !== 0n && (state === null || token > state.highWater)) {
-        v = { admitted: true, highWater: token, sequence: sequences[i], newTerm: true };
-      } else v = answer(code(c), state, token, sequences[i]);
+      const v = answer(code(out.codes[i]), state, tokens[i], sequences[i]);
       if (v.admitted) state = v;
       verdicts[i] = v;
     }

@@ -186,18 +186,25 @@ def _u64s(values: list, what: str) -> array:
     """`values` as an array of u64 in little-endian order. Plain ints in range
     take one C-level pass; anything else goes through `check_u64` one by one,
     which names the first bad value (`what` formats with its index)."""
-    if set(map(type, values)) <= _PLAIN_INT:
-        try:
-            packed = array("Q", values)
-        except OverflowError:  # a negative or a too large int: named below
-            packed = None
-        if packed is not None:
-            if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
-                packed.byteswap()
-            return packed
+    packed = _plain_u64s(values)
+    if packed is not None:
+        if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
+            packed.byteswap()
+        return packed
     for i, v in enumerate(values):
         check_u64(v, what.format(i))
     return _u64s([int(v) for v in values], what)
+
+
+def _plain_u64s(values: list) -> Optional[array]:
+    """`values` as an array of u64 when every one is a plain int in range (one
+    C-level pass), else None: the caller checks them one by one."""
+    if not set(map(type, values)) <= _PLAIN_INT:
+        return None
+    try:
+        return array("Q", values)
+    except OverflowError:  # a negative or a too large int
+        return None
 
 
 _PLAIN_INT = {int}
@@ -215,16 +222,9 @@ def _columns(writes: Sequence[Union[BatchWrite, int]]) -> tuple[list[int], list[
         tokens = [w.token for w in writes]  # type: ignore[union-attr]
         sequences = [w.sequence for w in writes]  # type: ignore[union-attr]
         _u64s(tokens, "writes[{}].token")
-        present = [s for s in sequences if s is not None]
-        if present and not set(map(type, present)) <= _PLAIN_INT:
+        if _plain_u64s([s for s in sequences if s is not None]) is None:
             for i, s in enumerate(sequences):
                 check_optional_u64(s, f"writes[{i}].sequence")
-        else:
-            try:
-                array("Q", present)
-            except OverflowError:
-                for i, s in enumerate(sequences):
-                    check_optional_u64(s, f"writes[{i}].sequence")
         return tokens, sequences
     ws = [w if isinstance(w, BatchWrite) else BatchWrite(check_u64(w, f"writes[{i}]")) for i, w in enumerate(writes)]
     for i, w in enumerate(ws):

@@ -10,10 +10,8 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct AcquireRequest {
     /// The lock: 1 to 256 characters, no control characters, no surrounding whitespace.
-    #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
     /// Who asks (shown in status; never a capability).
-    #[schema(min_length = 1, max_length = 256)]
     pub client_id: String,
     /// 10 to 3,600,000.
     #[schema(minimum = 10, maximum = 3_600_000)]
@@ -34,7 +32,6 @@ pub struct AcquireRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRef {
-    #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
     /// The lease id from the grant (32 lowercase hex digits).
     #[schema(pattern = "^[0-9a-f]{32}$")]

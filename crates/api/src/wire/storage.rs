@@ -51,14 +51,12 @@ impl Mutation {
 #[serde(deny_unknown_fields)]
 pub struct WriteBody {
     /// The resource (bucket) written: 1 to 256 characters, no control characters, no surrounding whitespace.
-    #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
     /// The fencing token from the lock service (at least 1).
     pub fencing_token: u64,
     pub write_payload: WritePayload,
     /// The lock the token came from; defaults to `resource_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 256)]
     pub lock_id: Option<String>,
     /// Orders one holder's writes within one token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,7 +69,6 @@ pub struct WriteBody {
 #[serde(deny_unknown_fields)]
 pub struct WritePayload {
     /// The object: 1 to 1024 characters, no control characters or backslash, no empty, `.` or `..` segment.
-    #[schema(min_length = 1, max_length = 1024)]
     pub file_path: String,
     pub mutation_type: Mutation,
     /// Base64 (whitespace ignored).
@@ -100,13 +97,10 @@ impl From<Fence> for FenceBody {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResetBody {
-    #[schema(min_length = 1, max_length = 256)]
     pub resource_id: String,
     /// Why: logged with the old and new fence (1 to 1024 characters).
-    #[schema(min_length = 1, max_length = 1024)]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 256)]
     pub lock_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high_water: Option<u64>,

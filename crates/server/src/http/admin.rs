@@ -21,7 +21,7 @@ use axum::{Json, Router};
 use fencing_api::wire::storage::{FenceBody, ResetAnswer, ResetBody};
 use fencing_runtime::Fence;
 
-use fencing_api::wire::names::MAX_REASON_CHARS;
+use fencing_api::wire::names::reason_problem;
 
 #[derive(Clone)]
 pub(crate) struct Admin {
@@ -41,13 +41,8 @@ pub fn reset_target(body: &ResetBody) -> Result<Option<Fence>, ApiError> {
         other => ApiError::internal(other),
     };
     validate_resource_id(&body.resource_id).map_err(field)?;
-    let reason = body.reason.trim();
-    if reason.is_empty() || body.reason.chars().count() > MAX_REASON_CHARS || body.reason.chars().any(char::is_control)
-    {
-        return Err(ApiError::field(
-            "reason",
-            format!("must be 1 to {MAX_REASON_CHARS} characters of text without control characters"),
-        ));
+    if let Some(problem) = reason_problem(&body.reason) {
+        return Err(ApiError::field("reason", problem));
     }
     match (&body.lock_id, body.high_water) {
         (None, None) => Ok(None),

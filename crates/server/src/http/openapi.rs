@@ -102,6 +102,7 @@ pub fn document() -> serde_json::Value {
     }});
     // Either no credentials (a server without a token file) or the bearer token.
     doc["security"] = json!([{}, {"bearer": []}]);
+    constrain_requests(&mut doc);
     let lease = json!({"resource_id": "$request.body#/resource_id", "lock_token": "$response.body#/lock_token"});
     doc["paths"]["/v1/locks/acquire"]["post"]["responses"]["200"]["links"] = json!({
         "renew": {"operationId": "renew", "requestBody": lease},
@@ -116,6 +117,82 @@ pub fn document() -> serde_json::Value {
         "fence": {"operationId": "fence", "parameters": {"resource_id": "$request.body#/resource_id"}},
     });
     doc
+}
+
+/// The constraints the server enforces on a request's string field or query
+/// parameter of this name, from the constants and patterns it checks with.
+fn field_rule(field: &str) -> Option<serde_json::Value> {
+    use crate::http::storage::BYTES_PATTERN;
+    use crate::storage::PATH_SEGMENTS_PATTERN;
+    use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REASON_CHARS, NAME_PATTERN, REASON_PATTERN};
+    use serde_json::json;
+    Some(match field {
+        "resource_id" | "lock_id" | "client_id" => {
+            json!({"minLength": 1, "maxLength": MAX_NAME_CHARS, "pattern": NAME_PATTERN})
+        }
+        "file_path" => json!({"minLength": 1, "maxLength": MAX_PATH_CHARS, "pattern": NAME_PATTERN,
+                              "allOf": [{"pattern": PATH_SEGMENTS_PATTERN}]}),
+        "reason" => json!({"minLength": 1, "maxLength": MAX_REASON_CHARS, "pattern": REASON_PATTERN}),
+        "bytes" => json!({"pattern": BYTES_PATTERN}),
+        _ => return None,
+    })
+}
+
+/// Writes the server's own rules into every request body and query
+/// parameter: each named field's [`field_rule`], and the rules that tie one
+/// field to another (`bytes` with `PUT` and `APPEND`; a reset's `lock_id` and
+/// `high_water` together, the mark at least 1).
+fn constrain_requests(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let mut bodies = Vec::new();
+    for item in doc["paths"].as_object_mut().expect("paths").values_mut() {
+        for op in item.as_object_mut().expect("path item").values_mut() {
+            // `get_mut`, not indexing, which would add `"parameters": null`.
+            let params = op.get_mut("parameters").and_then(|p| p.as_array_mut());
+            for param in params.into_iter().flatten() {
+                if let Some(rule) = param["name"].as_str().and_then(field_rule) {
+                    merge(&mut param["schema"], rule);
+                }
+            }
+            if let Some(name) =
+                op.pointer("/requestBody/content/application~1json/schema/$ref").and_then(|r| r.as_str())
+            {
+                bodies.push(name.rsplit('/').next().expect("a schema name").to_owned());
+            }
+        }
+    }
+    let schemas = &mut doc["components"]["schemas"];
+    while let Some(name) = bodies.pop() {
+        // Objects only: a nested `$ref` may be an enum (`Mutation`).
+        let Some(props) = schemas[&name]["properties"].as_object_mut() else { continue };
+        for (field, prop) in props.iter_mut() {
+            if let Some(nested) = prop["$ref"].as_str() {
+                bodies.push(nested.rsplit('/').next().expect("a schema name").to_owned());
+            } else if let Some(rule) = field_rule(field) {
+                merge(prop, rule);
+            }
+        }
+    }
+    schemas["WritePayload"]["if"] = json!({"properties": {"mutation_type": {"enum": ["PUT", "APPEND", "put", "append"]}}, "required": ["mutation_type"]});
+    schemas["WritePayload"]["then"] = json!({"properties": {"bytes": {"type": "string"}}, "required": ["bytes"]});
+    let together = |given: &str, kind: &str, needed: &str, needed_kind: &str| {
+        json!({"if": {"properties": {given: {"type": kind}}, "required": [given]},
+               "then": {"properties": {needed: {"type": needed_kind}}, "required": [needed]}})
+    };
+    let reset = &mut schemas["ResetBody"];
+    reset["allOf"] = json!([
+        together("lock_id", "string", "high_water", "integer"),
+        together("high_water", "integer", "lock_id", "string")
+    ]);
+    reset["properties"]["high_water"]["minimum"] = json!(1);
+}
+
+/// Adds `rule`'s keywords to `schema`.
+fn merge(schema: &mut serde_json::Value, rule: serde_json::Value) {
+    let serde_json::Value::Object(rule) = rule else { unreachable!("rules are objects") };
+    for (keyword, value) in rule {
+        schema[keyword] = value;
+    }
 }
 
 /// The route serving the description.
@@ -154,32 +231,51 @@ mod tests {
         assert_eq!(json["components"]["schemas"]["WriteBody"]["additionalProperties"], false, "unknown fields refused");
     }
 
-    /// Every `maxLength` in a request is the limit the server enforces on
-    /// that field, counted the same way (characters).
+    /// Every name, path, reason and base64 field of a request and every query
+    /// parameter carries the limit and pattern the server checks it with.
     #[test]
-    fn string_limits_are_the_servers() {
-        use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REASON_CHARS, name_problem};
+    fn request_strings_carry_the_servers_rules() {
+        use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS, NAME_PATTERN, name_problem};
         let json = document();
-        let mut checked = 0;
-        for (name, schema) in json["components"]["schemas"].as_object().unwrap() {
-            let Some(props) = schema["properties"].as_object() else { continue };
-            for (field, prop) in props {
-                let Some(max) = prop["maxLength"].as_u64() else { continue };
-                let limit = match field.as_str() {
-                    "resource_id" | "lock_id" | "client_id" => MAX_NAME_CHARS,
-                    "file_path" => MAX_PATH_CHARS,
-                    "reason" => MAX_REASON_CHARS,
-                    other => panic!("{name}.{other} has a maxLength with no server limit here"),
-                };
-                assert_eq!(max as usize, limit, "{name}.{field}");
-                // Four-byte characters up to the limit pass; one more does not.
-                let padlock = "\u{1F512}";
-                assert_eq!(name_problem(&padlock.repeat(limit), limit), None, "{name}.{field}");
-                assert!(name_problem(&padlock.repeat(limit + 1), limit).is_some(), "{name}.{field}");
-                checked += 1;
+        let mut fields: Vec<(String, &serde_json::Value)> = Vec::new();
+        for name in ["WriteBody", "WritePayload", "AcquireRequest", "LeaseRef", "ResetBody"] {
+            for (field, prop) in json["components"]["schemas"][name]["properties"].as_object().unwrap() {
+                fields.push((format!("{name}.{field}"), prop));
             }
         }
-        assert!(checked >= 8, "{checked} limits checked");
+        for item in json["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                assert!(op.get("parameters").is_none_or(|p| p.is_array()), "{}: parameters", op["operationId"]);
+                for param in op["parameters"].as_array().into_iter().flatten() {
+                    fields.push((format!("{}?{}", op["operationId"], param["name"]), &param["schema"]));
+                }
+            }
+        }
+        let mut checked = 0;
+        for (at, schema) in fields {
+            let field = at.rsplit(['.', '?']).next().unwrap().trim_matches('"');
+            let Some(rule) = field_rule(field) else { continue };
+            for (keyword, value) in rule.as_object().unwrap() {
+                assert_eq!(&schema[keyword], value, "{at}: {keyword}");
+            }
+            if let Some(max) = schema["maxLength"].as_u64() {
+                // Characters, not bytes: four-byte characters up to the limit pass.
+                let padlock = "\u{1F512}";
+                assert_eq!(name_problem(&padlock.repeat(max as usize), max as usize), None, "{at}");
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 14, "fields checked");
+        let names = field_rule("resource_id").unwrap();
+        assert_eq!(
+            (names["maxLength"].as_u64(), names["pattern"].as_str()),
+            (Some(MAX_NAME_CHARS as u64), Some(NAME_PATTERN))
+        );
+        assert_eq!(field_rule("file_path").unwrap()["maxLength"], MAX_PATH_CHARS);
+        let reset = &json["components"]["schemas"]["ResetBody"];
+        assert_eq!(reset["properties"]["high_water"]["minimum"], 1);
+        assert_eq!(reset["allOf"].as_array().map(Vec::len), Some(2), "lock_id and high_water together");
+        assert_eq!(json["components"]["schemas"]["WritePayload"]["then"]["required"][0], "bytes");
     }
 
     #[test]

@@ -54,6 +54,16 @@ pub fn storage_error(e: StorageError) -> ApiError {
     }
 }
 
+/// What [`decode_bytes`] accepts, as a regular expression: standard base64,
+/// padded, the unused bits of the last character zero, with ASCII whitespace
+/// anywhere. The published schema carries it; a test holds it to the decoder.
+pub const BYTES_PATTERN: &str = concat!(
+    r"^[\t\n\u000C\r ]*",
+    r"(?:(?:[A-Za-z0-9+/][\t\n\u000C\r ]*){4})*",
+    r"(?:[A-Za-z0-9+/][\t\n\u000C\r ]*[A-Za-z0-9+/][\t\n\u000C\r ]*[AEIMQUYcgkosw048][\t\n\u000C\r ]*=[\t\n\u000C\r ]*",
+    r"|[A-Za-z0-9+/][\t\n\u000C\r ]*[AQgw][\t\n\u000C\r ]*=[\t\n\u000C\r ]*=[\t\n\u000C\r ]*)?$"
+);
+
 /// Decodes base64 ignoring ASCII whitespace (`base64` output ends in `\n`).
 pub fn decode_bytes(text: &str) -> Result<Vec<u8>, ApiError> {
     let decoded = if text.bytes().any(|b| b.is_ascii_whitespace()) {
@@ -230,4 +240,31 @@ pub(crate) async fn fence(
         flapping,
     })
     .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every string of up to eight characters from a few letters, `=` and
+    /// space, and of up to five from a wider set: decoded exactly when the
+    /// published pattern matches.
+    #[test]
+    fn the_published_pattern_is_the_decoder() {
+        let pattern = regex::Regex::new(BYTES_PATTERN).unwrap();
+        let mut checked = 0;
+        for (alphabet, len) in
+            [(&['A', 'Q', 'B', '=', ' '][..], 8), (&['w', 'g', '+', '/', '=', '\n', '\u{b}', '*', '\u{a0}'][..], 5)]
+        {
+            let mut strings = vec![String::new()];
+            for _ in 0..=len {
+                for text in &strings {
+                    assert_eq!(pattern.is_match(text), decode_bytes(text).is_ok(), "{text:?}");
+                    checked += 1;
+                }
+                strings = strings.iter().flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}"))).collect();
+            }
+        }
+        assert!(checked > 400_000, "{checked}");
+    }
 }

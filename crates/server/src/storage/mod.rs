@@ -31,7 +31,9 @@ pub use self::redb_lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
 pub use self::redb_retire::{Retired, retire_empty_fences};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
-pub use validate::{MAX_FILE_PATH_CHARS, MAX_LOCK_ID_CHARS, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_CHARS};
+pub use validate::{
+    MAX_FILE_PATH_CHARS, MAX_LOCK_ID_CHARS, MAX_OBJECT_BYTES, MAX_RESOURCE_ID_CHARS, PATH_SEGMENTS_PATTERN,
+};
 pub use validate::{ValidWrite, validate_file_path, validate_lock_id, validate_resource_id};
 
 use fencing_runtime::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer};

@@ -66,6 +66,40 @@ pub fn validate_lock_id(value: &str) -> Result<(), StorageError> {
     check_name("lock_id", value, MAX_LOCK_ID_CHARS)
 }
 
+/// What a segment cannot hold: `/`, backslash, control characters.
+macro_rules! barred {
+    () => {
+        r"/\\\u0000-\u001F\u007F-\u009F"
+    };
+}
+
+/// One segment: a character that is not a dot, or a dot and then one, or two
+/// dots and then anything, so never empty, `.` or `..`.
+macro_rules! segment {
+    () => {
+        concat!(
+            r"(?:[^.",
+            barred!(),
+            "][^",
+            barred!(),
+            r"]*|\.(?:[^.",
+            barred!(),
+            "][^",
+            barred!(),
+            r"]*|\.[^",
+            barred!(),
+            "]+))"
+        )
+    };
+}
+
+/// [`validate_file_path`]'s segment rule as a regular expression (the name
+/// rule, `fencing_api::wire::names::NAME_PATTERN`, applies as well): an
+/// optional leading `/`, then segments of anything but `/`, backslash and
+/// control characters, none empty, `.` or `..`. The published schema carries
+/// both patterns; a test holds them to the function.
+pub const PATH_SEGMENTS_PATTERN: &str = concat!(r"^/?", segment!(), r"(?:/", segment!(), r")*$");
+
 /// An object path: 1..=1024 characters, no control characters (NUL included), no
 /// backslash, no empty, `.` or `..` segment except a single leading `/`.
 pub fn validate_file_path(value: &str) -> Result<(), StorageError> {
@@ -102,6 +136,26 @@ mod tests {
             assert!(validate_file_path(bad).is_err(), "{bad:?} should be rejected");
         }
         assert!(validate_file_path(&"x".repeat(MAX_FILE_PATH_CHARS + 1)).is_err());
+    }
+
+    /// Every string of up to five characters from the rule's edges: a path
+    /// passes exactly when it matches both published patterns.
+    #[test]
+    fn the_published_patterns_are_the_path_rule() {
+        let name = regex::Regex::new(fencing_api::wire::names::NAME_PATTERN).unwrap();
+        let segments = regex::Regex::new(PATH_SEGMENTS_PATTERN).unwrap();
+        let alphabet = ['a', '.', '/', '\\', ' ', '\0', '\u{85}', '\u{3000}', 'é'];
+        let mut strings = vec![String::new()];
+        let mut checked = 0;
+        for _ in 0..5 {
+            strings = strings.iter().flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}"))).collect();
+            for path in &strings {
+                let matched = name.is_match(path) && segments.is_match(path);
+                assert_eq!(matched, validate_file_path(path).is_ok(), "{path:?}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 9 + 81 + 729 + 6561 + 59049);
     }
 
     #[test]

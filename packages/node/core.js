@@ -9,7 +9,7 @@
 // from the module (pointers, lengths, discriminants), so a broken module
 // fails the call, never misleads it.
 
-export const IFACE = 'fencing:guard/check@0.2.0';
+export const IFACE = 'fencing:guard/check@0.3.0';
 const I64_MAX = (1n << 63n) - 1n;
 const TWO_64 = 1n << 64n;
 

@@ -1,4 +1,4 @@
-/** Fencing-token admission checks: the fencing:guard@0.2.0 rules on the platform's WebAssembly, validated and typed. */
+/** Fencing-token admission checks: the fencing:guard@0.3.0 rules on the platform's WebAssembly, validated and typed. */
 
 /** 2^64 - 1, the largest token. */
 export declare const U64_MAX: bigint;
@@ -66,7 +66,7 @@ export interface StreamOutcome {
 export declare class Guard {
   /**
    * `maxLocks`: lock names kept interned (at least 2, default 4096).
-   * `component`: the bytes of another fencing:guard@0.2 component to run
+   * `component`: the bytes of another fencing:guard@0.3 component to run
    * instead of the shipped rules (Node only).
    */
   constructor(options?: { maxLocks?: number; component?: Uint8Array });

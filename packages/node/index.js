@@ -1,6 +1,6 @@
 // @fencing/guard: fencing-token admission checks for JavaScript.
 //
-// The rules are the fencing:guard@0.2.0 WebAssembly component (the same
+// The rules are the fencing:guard@0.3.0 WebAssembly component (the same
 // .wasm every fencing host runs). Its core module ships in dist/ and runs on
 // the platform's own WebAssembly; core.js lowers and lifts the canonical ABI
 // by hand (docs/core-abi.md). This file validates every value before it
@@ -135,7 +135,7 @@ export class Guard {
    * @param {{maxLocks?: number, component?: Uint8Array}} [options]
    * `maxLocks`: how many lock names to keep interned (at least 2); past that
    * the instance is replaced by a fresh one and interning starts over.
-   * `component`: run the rules of this fencing:guard@0.2 component (its
+   * `component`: run the rules of this fencing:guard@0.3 component (its
    * bytes) instead of the shipped ones (Node only: it compiles synchronously).
    */
   constructor(options = {}) {

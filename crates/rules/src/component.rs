@@ -4,7 +4,7 @@
 //!
 //! Compiled only for `target_family = "wasm"`.
 
-use crate::rules;
+use crate::{proof, rules};
 
 mod bindings {
     wit_bindgen::generate!({

@@ -4,17 +4,38 @@
 //! Compiled only for `target_family = "wasm"`. This file is the one copy: the
 //! guest's `component.rs` includes it as a child module, and the deliberately
 //! misbehaving test component (`tests/plugins/misbehaving`) includes it by
-//! `#[path]`. The including module must have in scope `rules` (the rules
-//! module), `wit` (the generated `fencing::guard::check` export interface),
+//! `#[path]`. The including module must have in scope `rules` and `proof`
+//! (the rules and proof modules), `wit` (the generated `fencing::guard::check` export interface),
 //! `Component` (the exported type) and `before_call(lock: &str)`, which runs
 //! before the rules of `admit` and `admit-batch` (the test component
 //! misbehaves there; the shipped one does nothing).
 
 #![cfg(target_family = "wasm")]
 
-use super::{Component, before_call, rules, wit};
+use super::{Component, before_call, proof, rules, wit};
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use proof::{Keyring, ProofRejection};
+
+/// The keyring `set-keys` installed: the one piece of state an instance keeps.
+struct Keys(UnsafeCell<Option<Keyring>>);
+
+// SAFETY: a component instance runs on one thread, and no export calls another.
+unsafe impl Sync for Keys {}
+
+static KEYS: Keys = Keys(UnsafeCell::new(None));
+
+/// The installed keyring. Each export takes it once and drops it before returning.
+fn keys() -> &'static mut Option<Keyring> {
+    // SAFETY: single-threaded instance, no re-entry: only one borrow is live at a time.
+    unsafe { &mut *KEYS.0.get() }
+}
+
+/// Verifies `proof` for `lock` and `token` under the installed keys.
+fn verify(lock: &str, token: u64, proof: &[u8]) -> Result<(), ProofRejection> {
+    keys().as_mut().ok_or(ProofRejection::NoKeys)?.verify(lock, token, proof)
+}
 
 /// An interned lock name: the `lock-name` resource's representation.
 pub struct LockName(String);
@@ -81,6 +102,44 @@ impl wit::Guest for Component {
         }
     }
 
+    fn set_keys(keys: Vec<wit::VerifierKey>) -> Result<(), wit::KeyError> {
+        let keys: Vec<proof::VerifierKey> = keys.into_iter().map(Into::into).collect();
+        let ring = Keyring::new(&keys).map_err(|e| match e {
+            proof::KeyError::NoKeys => wit::KeyError::NoKeys,
+            proof::KeyError::TooMany => wit::KeyError::TooMany,
+            proof::KeyError::DuplicateId(id) => wit::KeyError::DuplicateId(id),
+            proof::KeyError::BadKey(id) => wit::KeyError::BadKey(id),
+        })?;
+        *self::keys() = Some(ring);
+        Ok(())
+    }
+
+    fn verify_proof(lock: wit::LockNameBorrow<'_>, token: u64, proof: Vec<u8>) -> Result<(), wit::ProofRejection> {
+        verify(&lock.get::<LockName>().0, token, &proof).map_err(|r| match r {
+            ProofRejection::NoKeys => wit::ProofRejection::NoKeys,
+            ProofRejection::Missing => wit::ProofRejection::Missing,
+            ProofRejection::Malformed => wit::ProofRejection::Malformed,
+            ProofRejection::UnknownKey { key_id } => wit::ProofRejection::UnknownKey(key_id),
+            ProofRejection::BadProof => wit::ProofRejection::BadProof,
+        })
+    }
+
+    fn admit_signed(
+        current: Option<wit::Fence<'_>>,
+        presented: wit::Sequencer<'_>,
+        proof: Vec<u8>,
+        policy: wit::Policy,
+    ) -> wit::VerdictCode {
+        let lock = presented.lock.get::<LockName>();
+        before_call(&lock.0);
+        if let Err(r) = verify(&lock.0, presented.token, &proof) {
+            return verdict_code(r.code());
+        }
+        let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
+        let state = current.as_ref().map(state);
+        verdict_code(rules::decide_code(state, same, presented.token, presented.sequence, policy.into()))
+    }
+
     fn admit_stream(high_water: u64, tokens: Vec<u64>, policy: wit::Policy) -> wit::StreamOutcome {
         let mut verdicts = Vec::new();
         let high_water = rules::admit_stream_codes(high_water, &tokens, policy.into(), &mut verdicts);
@@ -103,7 +162,22 @@ fn verdict_code(c: u8) -> wit::VerdictCode {
         rules::code::WRONG_LOCK => V::WrongLock,
         rules::code::STALE_TOKEN => V::StaleToken,
         rules::code::TOKEN_REUSED => V::TokenReused,
-        _ => V::SequenceRegressed,
+        rules::code::SEQUENCE_REGRESSED => V::SequenceRegressed,
+        rules::code::PROOF_NO_KEYS => V::ProofNoKeys,
+        rules::code::PROOF_MISSING => V::ProofMissing,
+        rules::code::PROOF_MALFORMED => V::ProofMalformed,
+        rules::code::PROOF_UNKNOWN_KEY => V::ProofUnknownKey,
+        _ => V::ProofBad,
+    }
+}
+
+impl From<wit::VerifierKey> for proof::VerifierKey {
+    fn from(k: wit::VerifierKey) -> Self {
+        let algorithm = match k.algorithm {
+            wit::KeyAlgorithm::Ed25519 => proof::Algorithm::Ed25519,
+            wit::KeyAlgorithm::HmacSha256 => proof::Algorithm::HmacSha256,
+        };
+        proof::VerifierKey { id: k.id, algorithm, material: k.material }
     }
 }
 

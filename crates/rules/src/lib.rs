@@ -1,7 +1,7 @@
 //! The fencing-token admission rules, written once.
 //!
 //! Compiled natively this crate is the library a host links as its native
-//! check. Compiled for `wasm32-wasip2` it is the `fencing:guard@0.2.0`
+//! check. Compiled for `wasm32-wasip2` it is the `fencing:guard@0.3.0`
 //! component: `#![no_std]`, importing nothing, so any component host can run
 //! it without providing WASI.
 //!
@@ -27,6 +27,7 @@ extern crate alloc;
 #[cfg(not(target_family = "wasm"))]
 extern crate std;
 
+pub mod proof;
 pub mod rules;
 
 #[cfg(target_family = "wasm")]

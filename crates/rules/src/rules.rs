@@ -340,6 +340,16 @@ pub mod code {
     pub const TOKEN_REUSED: u8 = 5;
     /// [`super::Rejection::SequenceRegressed`].
     pub const SEQUENCE_REGRESSED: u8 = 6;
+    /// [`crate::proof::ProofRejection::NoKeys`] (signed writes only).
+    pub const PROOF_NO_KEYS: u8 = 7;
+    /// [`crate::proof::ProofRejection::Missing`].
+    pub const PROOF_MISSING: u8 = 8;
+    /// [`crate::proof::ProofRejection::Malformed`].
+    pub const PROOF_MALFORMED: u8 = 9;
+    /// [`crate::proof::ProofRejection::UnknownKey`].
+    pub const PROOF_UNKNOWN_KEY: u8 = 10;
+    /// [`crate::proof::ProofRejection::BadProof`].
+    pub const PROOF_BAD: u8 = 11;
 }
 
 /// Decides `writes` to one resource, in order, appending one verdict code per

@@ -5,12 +5,16 @@
 //! (compile, cache) and instantiation from the `InstancePre`; group `probe`:
 //! where the time of a call goes (the component path beside the default
 //! direct path, the floor of a core and a component call to a no-op, and a
-//! gauge of how fast the machine runs JIT code at the moment).
+//! gauge of how fast the machine runs JIT code at the moment); group
+//! `signed`: a signed write beside an unsigned one, with the proof already
+//! verified for its token (`steady`) and a new token's proof every call
+//! (`new-token`), for Ed25519 and HMAC-SHA256 keys.
 //! Inputs use a realistic 30-byte lock name.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use fencing_runtime::proof::{Algorithm, Signer};
 use fencing_runtime::{
-    BatchWrite, CallPath, Fence, Guard, NativeGuard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits,
+    BatchWrite, CallPath, Fence, Guard, NativeGuard, Plugin, Policy, Sequencer, Verifier, WasmGuard, WasmLimits,
 };
 use std::hint::black_box;
 
@@ -72,7 +76,54 @@ fn plugin(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, check, plugin, probe);
+/// Distinct proofs cycled by the `new-token` cases: more than a keyring
+/// remembers, so every call verifies.
+const FRESH_PROOFS: u64 = 8192;
+
+fn signed(c: &mut Criterion) {
+    let wasm = WasmGuard::embedded(None).expect("load embedded guard");
+    let guards: [(&str, &dyn Guard); 2] = [("native", &NativeGuard), ("wasm", &wasm)];
+    let (fence, seq, _, _) = inputs();
+    let mut g = c.benchmark_group("signed");
+    g.throughput(Throughput::Elements(1));
+    for (name, guard) in guards {
+        g.bench_function(BenchmarkId::new(name, "unsigned"), |b| {
+            b.iter(|| guard.admit(black_box(Some(&fence)), black_box(&seq), Policy::NonDecreasing).unwrap())
+        });
+        for (alg, signer) in [
+            ("ed25519", Signer::new(1, Algorithm::Ed25519, &[1; 32]).unwrap()),
+            ("hmac", Signer::new(2, Algorithm::HmacSha256, &[2; 32]).unwrap()),
+        ] {
+            let verifier = Verifier::new(vec![signer.verifier_key()]).unwrap();
+            let proof = signer.prove(LOCK, seq.token);
+            g.bench_function(BenchmarkId::new(name, format!("{alg}-steady")), |b| {
+                b.iter(|| {
+                    let d = guard.admit_signed(
+                        &verifier,
+                        black_box(Some(&fence)),
+                        black_box(&seq),
+                        &proof,
+                        Policy::NonDecreasing,
+                    );
+                    d.unwrap().unwrap()
+                })
+            });
+            let fresh: Vec<(Sequencer, Vec<u8>)> = (1..=FRESH_PROOFS)
+                .map(|t| (Sequencer { lock: LOCK.into(), token: t, sequence: None }, signer.prove(LOCK, t)))
+                .collect();
+            let mut next = fresh.iter().cycle();
+            g.bench_function(BenchmarkId::new(name, format!("{alg}-new-token")), |b| {
+                b.iter(|| {
+                    let (s, p) = next.next().unwrap();
+                    guard.admit_signed(&verifier, None, black_box(s), p, Policy::NonDecreasing).unwrap().unwrap()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, check, plugin, probe, signed);
 criterion_main!(benches);
 
 /// Where the time of one call goes: the component path beside the direct

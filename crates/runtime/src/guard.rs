@@ -8,12 +8,18 @@
 //! Invariant: a [`GuardFailure`] means the guard could not decide. Callers
 //! must refuse the write (fail closed) and change nothing.
 
+use crate::Verifier;
+use crate::proof::SignedRejection;
 use crate::{BatchOutcome, BatchWrite, Fence, Policy, Sequencer, StreamOutcome};
 use fencing_rules::{Admission, Rejection};
 
 /// The rules' answer for one write: the admission (whose high-water mark and
 /// sequence form the fence to persist) or the rejection with its evidence.
 pub type Decision = Result<Admission, Rejection>;
+
+/// The answer for one signed write: the admission, or why the proof or the
+/// fence refused it.
+pub type SignedDecision = Result<Admission, SignedRejection>;
 
 /// Why the guard could not decide. Callers must refuse the write.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,4 +103,16 @@ pub trait Guard: Send + Sync {
 
     /// Decides a stream of sequence-less tokens on one resource.
     fn admit_stream(&self, high_water: u64, tokens: &[u64], policy: Policy) -> Result<StreamOutcome, GuardFailure>;
+
+    /// Decides one signed write: its proof must show that the lock service
+    /// granted the presented token for the presented lock, under `verifier`'s
+    /// keys; then the write is decided exactly as [`Guard::admit`].
+    fn admit_signed(
+        &self,
+        verifier: &Verifier,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, GuardFailure>;
 }

@@ -11,7 +11,7 @@
 //! The rules are written once, in the `fencing-rules` crate, and reach the
 //! engine in one of two forms:
 //! - [`NativeGuard`]: the rules linked in as Rust.
-//! - [`WasmGuard`]: the `fencing:guard@0.2.0` WebAssembly component (embedded
+//! - [`WasmGuard`]: the `fencing:guard@0.3.0` WebAssembly component (embedded
 //!   in this crate, or any compatible `.wasm` loaded as a [`Plugin`]) under
 //!   wasmtime. Every call is bounded in time, memory and stack; a call that
 //!   traps or exceeds a bound returns a [`GuardFailure`] and the engine must
@@ -32,11 +32,18 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! With signing on, the lock service attaches a proof to every grant and the
+//! engine builds a [`Verifier`] from the lock service's keys once and asks
+//! [`Guard::admit_signed`]: a token without a valid proof for its lock is
+//! refused whatever its number ([`proof`] has the format, the keys and the
+//! [`proof::Signer`] a lock service makes proofs with).
+//!
 //! # Layout
-//! - `guard.rs`: the [`Guard`] trait, [`Decision`], [`GuardFailure`], [`GuardKind`].
+//! - `guard.rs`: the [`Guard`] trait, [`Decision`], [`SignedDecision`], [`GuardFailure`], [`GuardKind`].
 //! - `native.rs`: [`NativeGuard`], the linked rules.
 //! - `signed.rs` ([`signed`]): the one rule for hosts whose integers are
 //!   signed 64-bit (SQL, Java): 0 to 2^63-1 cross, the rest is refused.
+//! - `verifier.rs`: [`Verifier`], the keys a guard checks proofs with.
 //! - `unfenced.rs`: [`UnfencedGuard`], which admits everything (a baseline, never protection).
 //! - `wasm/`: the Wasm guard: `mod.rs` ([`WasmGuard`]: workers, fail-closed
 //!   calls, hot swap), `limits.rs` ([`WasmLimits`], the engine, the epoch
@@ -59,16 +66,19 @@ mod guard;
 mod native;
 pub mod signed;
 mod unfenced;
+mod verifier;
 mod wasm;
 
+pub use fencing_rules::proof;
 pub use fencing_rules::rules::code;
 pub use fencing_rules::{
     Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, UnknownPolicy,
     Verdict,
 };
-pub use guard::{Decision, Guard, GuardFailure, GuardKind};
+pub use guard::{Decision, Guard, GuardFailure, GuardKind, SignedDecision};
 pub use native::NativeGuard;
 pub use plugin::{Plugin, PluginError, PluginInfo};
 pub use unfenced::UnfencedGuard;
+pub use verifier::Verifier;
 pub use wasm::plugin;
 pub use wasm::{CallPath, EngineOptions, WasmGuard, WasmLimits};

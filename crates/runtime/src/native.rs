@@ -1,7 +1,8 @@
 //! The native guard: the rules from `fencing-rules`, linked into the host.
 
 use super::{
-    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome,
+    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, SignedDecision,
+    StreamOutcome, Verifier,
 };
 
 /// Calls the rules directly. Never fails.
@@ -29,5 +30,17 @@ impl Guard for NativeGuard {
 
     fn admit_stream(&self, high_water: u64, tokens: &[u64], policy: Policy) -> Result<StreamOutcome, GuardFailure> {
         Ok(fencing_rules::admit_stream(high_water, tokens, policy))
+    }
+
+    fn admit_signed(
+        &self,
+        verifier: &Verifier,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, GuardFailure> {
+        Ok(verifier
+            .with_keyring(|keys| fencing_rules::proof::admit_signed(Some(keys), current, presented, proof, policy)))
     }
 }

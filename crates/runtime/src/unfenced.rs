@@ -7,7 +7,8 @@
 
 use super::{Admission, FenceState, Verdict};
 use super::{
-    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, StreamOutcome,
+    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, SignedDecision,
+    StreamOutcome, Verifier,
 };
 
 /// Admits everything. Never use it to protect data.
@@ -44,6 +45,18 @@ impl Guard for UnfencedGuard {
             .map(|w| FenceState { high_water: w.token, sequence: w.sequence })
             .or(current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence }));
         Ok(BatchOutcome { verdicts, fence })
+    }
+
+    /// Admits every write, proof or not.
+    fn admit_signed(
+        &self,
+        _verifier: &Verifier,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        _proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, GuardFailure> {
+        Ok(self.admit(current, presented, policy)?.map_err(|_| unreachable!("the unfenced guard refuses nothing")))
     }
 
     fn admit_stream(&self, high_water: u64, tokens: &[u64], _policy: Policy) -> Result<StreamOutcome, GuardFailure> {

@@ -128,7 +128,7 @@ class Vectors(unittest.TestCase):
         db = sqlite3.connect(":memory:")
         db.enable_load_extension(True)
         db.execute("SELECT load_extension(?)", (EXT,))
-        self.assertIn("fencing:guard/check@0.2.0", db.execute("SELECT fencing_guard_info()").fetchone()[0])
+        self.assertIn("fencing:guard/check@0.3.0", db.execute("SELECT fencing_guard_info()").fetchone()[0])
 
     def test_bad_arguments_are_named(self):
         db = connect()

@@ -6,14 +6,14 @@ import (
 	"fmt"
 )
 
-// The fencing:guard@0.2.0 component, as the Rust build emits it.
+// The fencing:guard@0.3.0 component, as the Rust build emits it.
 //
 //go:embed fencing_guard.wasm
 var component []byte
 
 // iface is the interface the core module implements; its exports and
 // imports carry it in their names.
-const iface = "fencing:guard/check@0.2.0"
+const iface = "fencing:guard/check@0.3.0"
 
 var errNotComponent = errors.New("not a WebAssembly component binary")
 

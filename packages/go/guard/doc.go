@@ -1,5 +1,5 @@
 // Package guard decides fencing-token writes in Go, with the rules of the
-// fencing:guard@0.2.0 WebAssembly component: the same bytes every fencing
+// fencing:guard@0.3.0 WebAssembly component: the same bytes every fencing
 // host runs, so a Go service refuses exactly the writes the reference
 // server, the PostgreSQL and SQLite extensions and the other language
 // packages refuse.

@@ -43,7 +43,7 @@ func New(options ...Option) (*Guard, error) {
 }
 
 // NewWithComponent returns a Guard running the rules of another
-// fencing:guard@0.2 component (its bytes), compiled for this Guard alone.
+// fencing:guard@0.3 component (its bytes), compiled for this Guard alone.
 func NewWithComponent(componentBytes []byte, options ...Option) (*Guard, error) {
 	e, err := newEngine(componentBytes)
 	if err != nil {

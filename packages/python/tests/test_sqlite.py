@@ -24,7 +24,7 @@ def test_loading_says_whether_this_python_can() -> None:
     if not EXT.with_suffix(".so").exists():
         pytest.fail(f"{EXT}.so missing: cargo build --release --manifest-path extensions/sqlite/Cargo.toml")
     load_sqlite_extension(db, EXT)
-    assert "fencing:guard/check@0.2.0" in db.execute("SELECT fencing_guard_info()").fetchone()[0]
+    assert "fencing:guard/check@0.3.0" in db.execute("SELECT fencing_guard_info()").fetchone()[0]
     with pytest.raises(sqlite3.OperationalError, match="not authorized"):
         db.execute("SELECT load_extension('x')")  # loading was switched off again
 

@@ -16,7 +16,7 @@
 pub use super::write_results::{RunResult, table};
 use anyhow::Context;
 use fencing_runtime::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, NativeGuard, Policy};
-use fencing_runtime::{Sequencer, StreamOutcome, WasmGuard};
+use fencing_runtime::{Sequencer, SignedDecision, StreamOutcome, Verifier, WasmGuard};
 use fencing_server::storage::{Engine, Mutation, RedbEngine, WriteOutcome, WriteRequest};
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
@@ -80,6 +80,16 @@ impl Guard for TimedGuard {
     }
     fn admit_stream(&self, high_water: u64, tokens: &[u64], policy: Policy) -> Result<StreamOutcome, GuardFailure> {
         self.timed(|| self.inner.admit_stream(high_water, tokens, policy))
+    }
+    fn admit_signed(
+        &self,
+        verifier: &Verifier,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, GuardFailure> {
+        self.timed(|| self.inner.admit_signed(verifier, current, presented, proof, policy))
     }
 }
 

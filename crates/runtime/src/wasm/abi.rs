@@ -1,4 +1,4 @@
-//! The canonical-ABI view of `fencing:guard/check@0.2.0`, and the one place
+//! The canonical-ABI view of `fencing:guard/check@0.3.0`, and the one place
 //! where its types convert to and from the rule types of `fencing-rules`:
 //! the component path lifts into these types with wasmtime's derives, the
 //! direct path reads the same types from guest memory ([`fence_state_at`]);
@@ -14,6 +14,7 @@
 //! are type-checked against the component when a worker is built.
 
 use super::base::{Result, contract};
+use crate::proof::{Algorithm, KeyError, ProofRejection, SignedRejection, VerifierKey};
 use crate::{Admission, BatchWrite, Decision, FenceState, Policy, Rejection};
 use wasmtime::component::{ComponentType, Lift, Lower, ResourceAny};
 
@@ -115,6 +116,69 @@ pub struct StreamOutcomeRet {
     pub high_water: u64,
 }
 
+#[derive(ComponentType, Lower, Clone, Copy)]
+#[component(enum)]
+#[repr(u8)]
+pub enum KeyAlgorithmArg {
+    #[component(name = "ed25519")]
+    Ed25519,
+    #[component(name = "hmac-sha256")]
+    HmacSha256,
+}
+
+#[derive(ComponentType, Lower, Clone)]
+#[component(record)]
+pub struct VerifierKeyArg {
+    pub id: u32,
+    pub algorithm: KeyAlgorithmArg,
+    pub material: Vec<u8>,
+}
+
+#[derive(ComponentType, Lift, Clone, Copy)]
+#[component(variant)]
+pub enum KeyErrorRet {
+    #[component(name = "no-keys")]
+    NoKeys,
+    #[component(name = "too-many")]
+    TooMany,
+    #[component(name = "duplicate-id")]
+    DuplicateId(u32),
+    #[component(name = "bad-key")]
+    BadKey(u32),
+}
+
+/// `verdict-code`, lifted: case N is code N.
+#[allow(dead_code, reason = "lifted from the component, never built by the host")]
+#[derive(ComponentType, Lift, Clone, Copy)]
+#[component(enum)]
+#[repr(u8)]
+pub enum VerdictCodeRet {
+    #[component(name = "admitted")]
+    Admitted,
+    #[component(name = "admitted-new-term")]
+    AdmittedNewTerm,
+    #[component(name = "invalid-token")]
+    InvalidToken,
+    #[component(name = "wrong-lock")]
+    WrongLock,
+    #[component(name = "stale-token")]
+    StaleToken,
+    #[component(name = "token-reused")]
+    TokenReused,
+    #[component(name = "sequence-regressed")]
+    SequenceRegressed,
+    #[component(name = "proof-no-keys")]
+    ProofNoKeys,
+    #[component(name = "proof-missing")]
+    ProofMissing,
+    #[component(name = "proof-malformed")]
+    ProofMalformed,
+    #[component(name = "proof-unknown-key")]
+    ProofUnknownKey,
+    #[component(name = "proof-bad")]
+    ProofBad,
+}
+
 /// `[constructor]lock-name` parameters and results.
 pub type LockParams<'a> = (&'a str,);
 pub type LockResults = (ResourceAny,);
@@ -127,6 +191,53 @@ pub type BatchResults = (BatchOutcomeRet,);
 /// `admit-stream` parameters and results.
 pub type StreamParams<'a> = (u64, &'a [u64], PolicyArg);
 pub type StreamResults = (StreamOutcomeRet,);
+
+/// `set-keys` parameters and results.
+pub type SetKeysParams<'a> = (&'a [VerifierKeyArg],);
+pub type SetKeysResults = (std::result::Result<(), KeyErrorRet>,);
+/// `admit-signed` parameters and results.
+pub type SignedParams<'a> = (Option<FenceArg>, SequencerArg, &'a [u8], PolicyArg);
+pub type SignedResults = (VerdictCodeRet,);
+
+impl From<Algorithm> for KeyAlgorithmArg {
+    fn from(a: Algorithm) -> Self {
+        match a {
+            Algorithm::Ed25519 => KeyAlgorithmArg::Ed25519,
+            Algorithm::HmacSha256 => KeyAlgorithmArg::HmacSha256,
+        }
+    }
+}
+
+impl From<&VerifierKey> for VerifierKeyArg {
+    fn from(k: &VerifierKey) -> Self {
+        VerifierKeyArg { id: k.id, algorithm: k.algorithm.into(), material: k.material.clone() }
+    }
+}
+
+impl From<KeyErrorRet> for KeyError {
+    fn from(e: KeyErrorRet) -> Self {
+        match e {
+            KeyErrorRet::NoKeys => KeyError::NoKeys,
+            KeyErrorRet::TooMany => KeyError::TooMany,
+            KeyErrorRet::DuplicateId(id) => KeyError::DuplicateId(id),
+            KeyErrorRet::BadKey(id) => KeyError::BadKey(id),
+        }
+    }
+}
+
+/// The decision a signed write's verdict code stands for, its evidence
+/// rebuilt from the inputs; `None` for a code impossible for them.
+pub fn signed_decision(
+    current: Option<FenceState>,
+    write: BatchWrite,
+    proof: &[u8],
+    c: u8,
+) -> Option<crate::SignedDecision> {
+    if let Some(r) = ProofRejection::from_code(c, proof) {
+        return Some(Err(SignedRejection::Proof(r)));
+    }
+    fencing_rules::rules::expand(current, write, c).map(|d| d.map_err(SignedRejection::Fence))
+}
 
 impl From<Policy> for PolicyArg {
     fn from(p: Policy) -> Self {

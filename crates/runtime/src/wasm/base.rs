@@ -6,6 +6,7 @@
 //! the component and lifts the component's answer; an answer outside the
 //! contract is an error ([`contract`]), so the call fails closed.
 
+use crate::proof::VerifierKey;
 use crate::{BatchWrite, Decision, Fence, FenceState, Policy, Sequencer};
 use std::collections::HashMap;
 use wasmtime::{ResourceLimiter, Store};
@@ -73,6 +74,19 @@ pub(crate) trait PathCalls: Send {
     fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes>;
     /// `admit-stream`, as verdict codes.
     fn admit_stream(&mut self, s: &mut WorkerStore, high_water: u64, t: &[u64], p: Policy) -> Result<StreamCodes>;
+    /// `set-keys`; keys the host checked, so a refusal breaks the contract.
+    fn set_keys(&mut self, s: &mut WorkerStore, keys: &[VerifierKey]) -> Result<()>;
+    /// `admit-signed`, as its verdict code.
+    fn admit_signed(&mut self, s: &mut WorkerStore, f: Option<&Fence>, w: Signed<'_>, p: Policy) -> Result<u8>;
+}
+
+/// A signed write: the presented sequencer and its proof.
+#[derive(Clone, Copy)]
+pub(crate) struct Signed<'a> {
+    /// The presented lock, token and sequence.
+    pub presented: &'a Sequencer,
+    /// The proof bytes.
+    pub proof: &'a [u8],
 }
 
 /// The writes of one batch and the lock they are presented under.

@@ -5,19 +5,23 @@
 
 use super::abi::{
     self, AdmitParams, AdmitResults, BatchParams, BatchResults, FenceArg, LockParams, LockResults, SequencerArg,
-    StreamParams, StreamResults,
+    SetKeysParams, SetKeysResults, SignedParams, SignedResults, StreamParams, StreamResults,
 };
-use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, StreamCodes, WorkerStore};
+use super::base::contract;
+use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, Signed, StreamCodes, WorkerStore};
+use crate::proof::VerifierKey;
 use crate::{Decision, Fence, Policy, Sequencer};
 use wasmtime::component::{ComponentExportIndex, Func, Instance, ResourceAny, TypedFunc};
 
-/// The export indices of the four functions, resolved once per plugin.
+/// The export indices of the functions, resolved once per plugin.
 #[derive(Clone, Copy)]
 pub(crate) struct Exports {
     pub lock_name: ComponentExportIndex,
     pub admit: ComponentExportIndex,
     pub batch: ComponentExportIndex,
     pub stream: ComponentExportIndex,
+    pub set_keys: ComponentExportIndex,
+    pub signed: ComponentExportIndex,
 }
 
 /// One instance's functions, type-checked, plus the lock names interned in it.
@@ -28,6 +32,8 @@ pub(crate) struct ComponentCalls {
     admit: Func,
     batch: Func,
     stream: Func,
+    set_keys: Func,
+    signed: Func,
 }
 
 impl ComponentCalls {
@@ -38,12 +44,16 @@ impl ComponentCalls {
         let admit = instance.get_typed_func::<AdmitParams, AdmitResults>(&mut *store, e.admit)?;
         let batch = instance.get_typed_func::<BatchParams<'static>, BatchResults>(&mut *store, e.batch)?;
         let stream = instance.get_typed_func::<StreamParams<'static>, StreamResults>(&mut *store, e.stream)?;
+        let set_keys = instance.get_typed_func::<SetKeysParams<'static>, SetKeysResults>(&mut *store, e.set_keys)?;
+        let signed = instance.get_typed_func::<SignedParams<'static>, SignedResults>(&mut *store, e.signed)?;
         Ok(ComponentCalls {
             locks: LockMap::default(),
             lock_name: *lock_name.func(),
             admit: *admit.func(),
             batch: *batch.func(),
             stream: *stream.func(),
+            set_keys: *set_keys.func(),
+            signed: *signed.func(),
         })
     }
 }
@@ -91,6 +101,24 @@ impl PathCalls for ComponentCalls {
         let call: TypedFunc<BatchParams<'_>, BatchResults> = unsafe { TypedFunc::new_unchecked(self.batch) };
         let (r,) = call.call(&mut *s, (current, handle, &args, p.into()))?;
         Ok((r.verdicts, r.fence.map(Into::into)))
+    }
+
+    fn set_keys(&mut self, s: &mut WorkerStore, keys: &[VerifierKey]) -> Result<()> {
+        let args: Vec<abi::VerifierKeyArg> = keys.iter().map(Into::into).collect();
+        // SAFETY: type-checked against `SetKeysParams`/`SetKeysResults` in `new`.
+        let call: TypedFunc<SetKeysParams<'_>, SetKeysResults> = unsafe { TypedFunc::new_unchecked(self.set_keys) };
+        let (r,) = call.call(&mut *s, (&args,))?;
+        r.map_err(|e| contract(format_args!("set-keys refused checked keys: {}", crate::proof::KeyError::from(e))))
+    }
+
+    fn admit_signed(&mut self, s: &mut WorkerStore, f: Option<&Fence>, w: Signed<'_>, p: Policy) -> Result<u8> {
+        let (lock, fence_lock) = self.handles(s, &w.presented.lock, f)?;
+        let current = fence_arg(f, fence_lock);
+        let presented = SequencerArg { lock, token: w.presented.token, sequence: w.presented.sequence };
+        // SAFETY: type-checked against `SignedParams`/`SignedResults` in `new`.
+        let call: TypedFunc<SignedParams<'_>, SignedResults> = unsafe { TypedFunc::new_unchecked(self.signed) };
+        let (code,) = call.call(&mut *s, (current, presented, w.proof, p.into()))?;
+        Ok(code as u8)
     }
 
     fn admit_stream(&mut self, s: &mut WorkerStore, high_water: u64, t: &[u64], p: Policy) -> Result<StreamCodes> {

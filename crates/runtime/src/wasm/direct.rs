@@ -31,7 +31,10 @@
 
 use super::abi::{self, PolicyArg, u64_at};
 use super::base::contract;
-use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, StoreState, StreamCodes, WorkerStore};
+use super::base::{
+    Batch, BatchCodes, Interning, LockMap, PathCalls, Result, Signed, StoreState, StreamCodes, WorkerStore,
+};
+use crate::proof::VerifierKey;
 use crate::{BatchWrite, Decision, Fence, FenceState, Policy, Sequencer};
 use std::ops::Range;
 use wasmtime::{Caller, Engine, ExternType, InstancePre, Linker, Memory, Module, TypedFunc, ValType};
@@ -39,6 +42,7 @@ use wasmtime::{Caller, Engine, ExternType, InstancePre, Linker, Memory, Module, 
 type AdmitFlat = (i32, i32, i64, i32, i64, i32, i64, i32, i64, i32);
 type BatchFlat = (i32, i32, i64, i32, i64, i32, i32, i32, i32);
 type StreamFlat = (i64, i32, i32, i32);
+type SignedFlat = (i32, i32, i64, i32, i64, i32, i64, i32, i64, i32, i32, i32);
 
 /// Byte layouts of the types that cross through memory (canonical ABI).
 mod layout {
@@ -48,6 +52,10 @@ mod layout {
     pub const STREAM: (usize, usize) = (16, 8);
     /// `batch-write`: size 24, align 8.
     pub const BATCH_WRITE: (usize, usize) = (24, 8);
+    /// `verifier-key`: size 16, align 4 (id, algorithm, material pointer and length).
+    pub const VERIFIER_KEY: (usize, usize) = (16, 4);
+    /// `result<_, key-error>`: size 12, align 4.
+    pub const KEY_RESULT: (usize, usize) = (12, 4);
 }
 
 /// Live handles a store may create through `[resource-new]`: a guest that
@@ -55,7 +63,7 @@ mod layout {
 const MAX_HANDLES: usize = 1 << 16;
 
 /// Finds, in component `bytes`, the byte range of the one core module that
-/// implements interface `iface` (e.g. `fencing:guard/check@0.2.0`).
+/// implements interface `iface` (e.g. `fencing:guard/check@0.3.0`).
 pub fn find(bytes: &[u8], iface: &str) -> Option<Range<usize>> {
     let admit = format!("{iface}#admit");
     let mut found = None;
@@ -127,6 +135,10 @@ impl DirectPre {
         func(&format!("{iface}#admit-code"), &[I32, I32, I64, I32, I64, I32, I64, I32, I64, I32], &[I32], true)?;
         func(&format!("{iface}#admit-batch"), &[I32, I32, I64, I32, I64, I32, I32, I32, I32], &[I32], true)?;
         func(&format!("{iface}#admit-stream"), &[I64, I32, I32, I32], &[I32], true)?;
+        func(&format!("{iface}#set-keys"), &[I32, I32], &[I32], true)?;
+        let signed = [I32, I32, I64, I32, I64, I32, I64, I32, I64, I32, I32, I32];
+        func(&format!("{iface}#admit-signed"), &signed, &[I32], true)?;
+        func(&format!("cabi_post_{iface}#set-keys"), &[I32], &[], false)?;
         func(&format!("cabi_post_{iface}#admit-batch"), &[I32], &[], false)?;
         func(&format!("cabi_post_{iface}#admit-stream"), &[I32], &[], false)?;
 
@@ -175,6 +187,9 @@ pub struct DirectCalls {
     post_batch: Option<TypedFunc<i32, ()>>,
     stream: TypedFunc<StreamFlat, i32>,
     post_stream: Option<TypedFunc<i32, ()>>,
+    set_keys: TypedFunc<(i32, i32), i32>,
+    post_set_keys: Option<TypedFunc<i32, ()>>,
+    signed: TypedFunc<SignedFlat, i32>,
     /// Lock name to the rep of its `lock-name`, owned by this instance.
     locks: LockMap<u32>,
 }
@@ -194,6 +209,9 @@ impl DirectCalls {
             post_batch: i.get_typed_func(&mut *store, &format!("cabi_post_{iface}#admit-batch")).ok(),
             stream: i.get_typed_func(&mut *store, &format!("{iface}#admit-stream"))?,
             post_stream: i.get_typed_func(&mut *store, &format!("cabi_post_{iface}#admit-stream")).ok(),
+            set_keys: i.get_typed_func(&mut *store, &format!("{iface}#set-keys"))?,
+            post_set_keys: i.get_typed_func(&mut *store, &format!("cabi_post_{iface}#set-keys")).ok(),
+            signed: i.get_typed_func(&mut *store, &format!("{iface}#admit-signed"))?,
             locks: LockMap::default(),
         })
     }
@@ -207,6 +225,13 @@ impl DirectCalls {
         if !ptr.is_multiple_of(align) || ptr.checked_add(size).is_none_or(|end| end > len) {
             return Err(contract(format_args!("cabi_realloc returned {ptr:#x} for {size} bytes")));
         }
+        Ok(ptr)
+    }
+
+    /// Copies `bytes` into guest memory allocated for them; their address.
+    fn lower_bytes(&self, store: &mut WorkerStore, bytes: &[u8]) -> Result<usize> {
+        let ptr = self.alloc(store, bytes.len(), 1)?;
+        self.memory.data_mut(&mut *store)[ptr..ptr + bytes.len()].copy_from_slice(bytes);
         Ok(ptr)
     }
 }
@@ -256,6 +281,44 @@ impl PathCalls for DirectCalls {
             post.call(&mut *s, ret)?;
         }
         Ok((codes, fence))
+    }
+
+    fn set_keys(&mut self, s: &mut WorkerStore, keys: &[VerifierKey]) -> Result<()> {
+        let materials: Vec<usize> = keys.iter().map(|k| self.lower_bytes(s, &k.material)).collect::<Result<_>>()?;
+        let (size, align) = layout::VERIFIER_KEY;
+        let ptr = self.alloc(s, keys.len() * size, align)?;
+        let dst = &mut self.memory.data_mut(&mut *s)[ptr..ptr + keys.len() * size];
+        for ((d, k), material) in dst.chunks_exact_mut(size).zip(keys).zip(materials) {
+            d.fill(0);
+            d[0..4].copy_from_slice(&k.id.to_le_bytes());
+            d[4] = abi::KeyAlgorithmArg::from(k.algorithm) as u8;
+            d[8..12].copy_from_slice(&(material as u32).to_le_bytes());
+            d[12..16].copy_from_slice(&(k.material.len() as u32).to_le_bytes());
+        }
+        let ret = self.set_keys.call(&mut *s, (ptr as i32, keys.len() as i32))?;
+        let result = view(self.memory.data(&*s), ret, layout::KEY_RESULT)?;
+        let (disc, case) = (result[0], result[4]);
+        if let Some(post) = &self.post_set_keys {
+            post.call(&mut *s, ret)?;
+        }
+        match disc {
+            0 => Ok(()),
+            1 => Err(contract(format_args!("set-keys refused checked keys (key-error case {case})"))),
+            d => Err(contract(format_args!("result discriminant {d}"))),
+        }
+    }
+
+    fn admit_signed(&mut self, s: &mut WorkerStore, f: Option<&Fence>, w: Signed<'_>, p: Policy) -> Result<u8> {
+        let (lock, rep) = self.handles(s, &w.presented.lock, f)?;
+        let proof = self.lower_bytes(s, w.proof)?;
+        let [fd, fl, fh, fs, fv] = flat_fence(f, rep);
+        let (ps, pv) = option(w.presented.sequence);
+        let token = w.presented.token as i64;
+        let (proof, len) = (proof as i32, w.proof.len() as i32);
+        let args =
+            (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, token, ps as i32, pv, proof, len, policy_arg(p));
+        let c = self.signed.call(&mut *s, args)?;
+        u8::try_from(c).map_err(|_| contract(format_args!("verdict code {c}")))
     }
 
     fn admit_stream(&mut self, s: &mut WorkerStore, high_water: u64, t: &[u64], p: Policy) -> Result<StreamCodes> {
@@ -375,20 +438,20 @@ mod tests {
 
     #[test]
     fn only_the_module_exporting_the_interface_is_found() {
-        let iface = "fencing:guard/check@0.2.0";
+        let iface = "fencing:guard/check@0.3.0";
         let component = wat::parse_str(
             r#"(component
                 (core module $shim (func (export "other")))
-                (core module $main (func (export "fencing:guard/check@0.2.0#admit"))))"#,
+                (core module $main (func (export "fencing:guard/check@0.3.0#admit"))))"#,
         )
         .unwrap();
         let range = find(&component, iface).expect("one module implements the interface");
         assert!(exports_name(&component[range], &format!("{iface}#admit")));
-        assert_eq!(find(&component, "fencing:guard/check@0.3.0"), None);
+        assert_eq!(find(&component, "fencing:guard/check@0.4.0"), None);
         let two = wat::parse_str(
             r#"(component
-                (core module (func (export "fencing:guard/check@0.2.0#admit")))
-                (core module (func (export "fencing:guard/check@0.2.0#admit"))))"#,
+                (core module (func (export "fencing:guard/check@0.3.0#admit")))
+                (core module (func (export "fencing:guard/check@0.3.0#admit"))))"#,
         )
         .unwrap();
         assert_eq!(find(&two, iface), None, "two candidates are ambiguous");
@@ -397,7 +460,7 @@ mod tests {
     #[test]
     fn shape_mismatches_are_named() {
         let engine = Engine::default();
-        let iface = "fencing:guard/check@0.2.0";
+        let iface = "fencing:guard/check@0.3.0";
         let module = |wat: &str| Module::new(&engine, wat).unwrap();
         let err = |m: &Module| DirectPre::new(&engine, m, iface).err().expect("shape refused");
         let wasi = module(r#"(module (import "wasi:cli/environment@0.2.0" "get-arguments" (func)))"#);
@@ -408,8 +471,8 @@ mod tests {
         let wrong = module(
             r#"(module (memory (export "memory") 1)
                 (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) i32.const 0)
-                (func (export "fencing:guard/check@0.2.0#[constructor]lock-name") (param i32 i64) (result i32) i32.const 0))"#,
+                (func (export "fencing:guard/check@0.3.0#[constructor]lock-name") (param i32 i64) (result i32) i32.const 0))"#,
         );
-        assert!(err(&wrong).contains("`fencing:guard/check@0.2.0#[constructor]lock-name` has type"));
+        assert!(err(&wrong).contains("`fencing:guard/check@0.3.0#[constructor]lock-name` has type"));
     }
 }

@@ -26,7 +26,7 @@ pub(crate) mod direct;
 mod limits;
 pub mod plugin;
 
-use self::base::{Batch, PathCalls, StoreState};
+use self::base::{Batch, PathCalls, Signed, StoreState};
 use self::component::{ComponentCalls, Exports};
 use self::direct::{DirectCalls, DirectPre};
 pub use self::limits::{EngineOptions, WasmLimits};
@@ -34,7 +34,7 @@ use self::limits::{classify, spawn_ticker};
 use self::plugin::{INTERFACE, PACKAGE, Plugin, PluginError, PluginInfo};
 use crate::{
     BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, GuardKind, Policy, Sequencer,
-    StreamOutcome, Verdict,
+    SignedDecision, StreamOutcome, Verdict, Verifier,
 };
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,6 +74,8 @@ struct Worker {
     /// The pool of the guard that built it, where it returns when a thread's
     /// slot is taken by another guard's worker.
     home: Weak<Pool>,
+    /// The [`Verifier`]'s id whose keys the instance holds (0: none).
+    verifier: u64,
 }
 
 type Pool = Mutex<Vec<Box<Worker>>>;
@@ -332,6 +334,8 @@ fn prepare(engine: &Engine, plugin: Plugin, generation: u64, prefer_direct: bool
             admit: func("admit")?,
             batch: func("admit-batch")?,
             stream: func("admit-stream")?,
+            set_keys: func("set-keys")?,
+            signed: func("admit-signed")?,
         },
         pre,
         direct: if prefer_direct { plugin.direct } else { None },
@@ -354,7 +358,7 @@ fn build_worker_from(
             Box::new(ComponentCalls::new(&mut store, &instance, &loaded.exports).map_err(unavailable)?)
         }
     };
-    Ok(Worker { generation: loaded.generation, store, calls, home: Arc::downgrade(home) })
+    Ok(Worker { generation: loaded.generation, store, calls, home: Arc::downgrade(home), verifier: 0 })
 }
 
 impl Guard for WasmGuard {
@@ -390,6 +394,27 @@ impl Guard for WasmGuard {
             }
             let verdicts = Verdict::from_codes(&codes).ok_or_else(|| base::contract("unknown stream verdict code"))?;
             Ok(StreamOutcome { verdicts, high_water })
+        })
+    }
+
+    fn admit_signed(
+        &self,
+        verifier: &Verifier,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, GuardFailure> {
+        let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+        let write = BatchWrite { token: presented.token, sequence: presented.sequence };
+        self.call(|w| {
+            if w.verifier != verifier.id() {
+                w.calls.set_keys(&mut w.store, verifier.keys())?;
+                w.verifier = verifier.id();
+            }
+            let c = w.calls.admit_signed(&mut w.store, current, Signed { presented, proof }, policy)?;
+            abi::signed_decision(state, write, proof, c)
+                .ok_or_else(|| base::contract(format_args!("verdict code {c} is impossible for these inputs")))
         })
     }
 }

@@ -2,9 +2,11 @@
 //! the component on both call paths (`differential`), the verdict codes of
 //! batches and streams (`wasm_codes`), a misbehaving plugin failing closed
 //! within its limits (`wasm_faults`), and loading, checking and caching
-//! plugins (`wasm_plugin`).
+//! plugins (`wasm_plugin`), and signed writes on every guard against the
+//! shared proof vectors (`signed`).
 
 mod differential;
+mod signed;
 mod wasm_codes;
 mod wasm_faults;
 mod wasm_plugin;

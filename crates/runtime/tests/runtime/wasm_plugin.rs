@@ -5,8 +5,8 @@
 use fencing_runtime::{Guard, Plugin, PluginError, Policy, Sequencer, WasmGuard, WasmLimits, plugin};
 use std::path::{Path, PathBuf};
 
-/// A component exporting `fencing:guard/check@0.3.0`, a breaking version for 0.2 hosts.
-const V030: &str = include_str!("../../../../tests/plugins/check-0.3.0.wat");
+/// A component exporting `fencing:guard/check@0.4.0`, a breaking version for 0.3 hosts.
+const V040: &str = include_str!("../../../../tests/plugins/check-0.4.0.wat");
 
 /// A component with the right export that imports a capability.
 const IMPORTS: &str = r#"(component
@@ -15,7 +15,7 @@ const IMPORTS: &str = r#"(component
   (core instance $i (instantiate $m))
   (func $f (canon lift (core func $i "f")))
   (instance $check (export "admit" (func $f)))
-  (export "fencing:guard/check@0.2.0" (instance $check))
+  (export "fencing:guard/check@0.3.0" (instance $check))
 )"#;
 
 fn engine() -> wasmtime::Engine {
@@ -36,11 +36,11 @@ fn works(plugin: Plugin, engine: wasmtime::Engine) {
 
 #[test]
 fn embedded_component_imports_nothing_and_is_small() {
-    assert!(plugin::EMBEDDED.len() < 32 * 1024, "component is {} bytes", plugin::EMBEDDED.len());
+    assert!(plugin::EMBEDDED.len() < 128 * 1024, "component is {} bytes", plugin::EMBEDDED.len());
     let p = Plugin::embedded(&engine(), None).unwrap();
     assert_eq!(p.info.imports, Vec::<String>::new());
-    assert_eq!(p.info.package.as_deref(), Some("fencing:guard/check@0.2.0"));
-    let check = p.info.exports.iter().find(|e| e.starts_with("fencing:guard/check@0.2.0")).unwrap();
+    assert_eq!(p.info.package.as_deref(), Some("fencing:guard/check@0.3.0"));
+    let check = p.info.exports.iter().find(|e| e.starts_with("fencing:guard/check@0.3.0")).unwrap();
     for f in ["[constructor]lock-name", "admit", "admit-code", "admit-batch", "admit-stream"] {
         assert!(check.contains(f), "{check} lacks {f}");
     }
@@ -50,12 +50,12 @@ fn embedded_component_imports_nothing_and_is_small() {
 #[test]
 fn newer_contract_version_is_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write(dir.path(), "v030.wat", V030);
-    let err = Plugin::from_file(&engine(), &path, None).err().expect("0.3.0 must be refused");
+    let path = write(dir.path(), "v030.wat", V040);
+    let err = Plugin::from_file(&engine(), &path, None).err().expect("0.4.0 must be refused");
     let PluginError::Incompatible(msg) = &err else { panic!("wrong error: {err}") };
-    assert!(msg.contains("0.3.0") && msg.contains("0.2.0"), "{msg}");
+    assert!(msg.contains("0.4.0") && msg.contains("0.3.0"), "{msg}");
     let err = WasmGuard::from_file(&path, None).err().expect("guard refuses it too");
-    assert!(err.to_string().contains("fencing:guard@0.3.0"), "{err}");
+    assert!(err.to_string().contains("fencing:guard@0.4.0"), "{err}");
 }
 
 #[test]

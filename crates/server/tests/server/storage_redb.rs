@@ -176,6 +176,16 @@ impl Guard for PanicsAt {
     ) -> Result<fencing_runtime::StreamOutcome, fencing_runtime::GuardFailure> {
         NativeGuard.admit_stream(high_water, tokens, policy)
     }
+    fn admit_signed(
+        &self,
+        verifier: &fencing_runtime::Verifier,
+        current: Option<&fencing_runtime::Fence>,
+        presented: &fencing_runtime::Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<fencing_runtime::SignedDecision, fencing_runtime::GuardFailure> {
+        NativeGuard.admit_signed(verifier, current, presented, proof, policy)
+    }
 }
 
 /// Answered writes wait in the committer's open transaction until a reader

@@ -1,6 +1,6 @@
 """Fencing-token admission checks for Python storage code.
 
-`Guard` runs the `fencing:guard@0.2.0` WebAssembly component bundled with
+`Guard` runs the `fencing:guard@0.3.0` WebAssembly component bundled with
 this package (the same rules every fencing host runs) under wasmtime::
 
     from fencing_guard import Fence, Guard, Sequencer

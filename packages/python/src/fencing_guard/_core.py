@@ -35,7 +35,7 @@ try:  # the unchecked call path; optional (see the module docs)
 except (ImportError, AttributeError):  # pragma: no cover - depends on the wasmtime-py release
     _UNCHECKED = None
 
-INTERFACE = "fencing:guard/check@0.2.0"
+INTERFACE = "fencing:guard/check@0.3.0"
 _I64_MAX = (1 << 63) - 1
 _TWO_64 = 1 << 64
 

@@ -1,6 +1,6 @@
 """The values of the admission check, as Python types.
 
-They mirror the WIT contract `fencing:guard/check@0.2.0` (`wit/guard.wit`)
+They mirror the WIT contract `fencing:guard/check@0.3.0` (`wit/guard.wit`)
 with Python names: every token, sequence and high-water mark is an `int` in
 0..2**64-1, lock names are `str` compared as UTF-8 bytes (no normalization),
 and a refusal is a `Rejection` value, never an exception.

@@ -1,10 +1,10 @@
-//! A deliberately misbehaving `fencing:guard@0.2.0` component for the
+//! A deliberately misbehaving `fencing:guard@0.3.0` component for the
 //! runtime's fault-handling tests. `admit` and `admit-batch` misbehave by the
 //! presented lock name: `loop` spins forever, `trap` executes `unreachable`,
 //! `hog` allocates until its memory runs out; every other name gets the real
 //! rules, so a test can see the next call succeed. Everything but the
 //! misbehaviour is the guest's own code, included by `#[path]`: the rules
-//! (`rules.rs`), the export bodies and conversions (`exports.rs`) and the
+//! (`rules.rs`, `proof.rs`), the export bodies and conversions (`exports.rs`) and the
 //! runtime shims (`runtime.rs`).
 
 #![no_std]
@@ -37,6 +37,10 @@ fn before_call(lock: &str) {
 #[path = "../../../../crates/rules/src/rules.rs"]
 #[allow(dead_code)]
 mod rules;
+
+#[path = "../../../../crates/rules/src/proof.rs"]
+#[allow(dead_code)]
+mod proof;
 
 /// The guest's allocator, panic handler, `memcmp`/`bcmp` and `cabi_realloc`.
 #[path = "../../../../crates/rules/src/runtime.rs"]

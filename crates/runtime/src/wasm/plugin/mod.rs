@@ -19,7 +19,7 @@ use wasmtime::component::types::ComponentItem;
 /// The WIT package this host implements.
 pub const PACKAGE: &str = "fencing:guard";
 /// The version of the contract this host was built against.
-pub const VERSION: (u64, u64, u64) = (0, 2, 0);
+pub const VERSION: (u64, u64, u64) = (0, 3, 0);
 /// The interface the host calls.
 pub const INTERFACE: &str = "check";
 
@@ -58,7 +58,7 @@ pub struct PluginInfo {
     pub size: u64,
     /// SHA-256 of the component bytes, hex.
     pub sha256: String,
-    /// The exported `fencing:guard` interface, e.g. `fencing:guard/check@0.2.0`.
+    /// The exported `fencing:guard` interface, e.g. `fencing:guard/check@0.3.0`.
     pub package: Option<String>,
     /// Every export: instance names with their functions.
     pub exports: Vec<String>,

@@ -16,12 +16,12 @@ import java.util.function.Function;
 /**
  * The component's core module, found as {@code docs/core-abi.md} says: the
  * one top-level core module section whose export section names
- * {@code fencing:guard/check@0.2.0#admit-code} (read without compiling: the
+ * {@code fencing:guard/check@0.3.0#admit-code} (read without compiling: the
  * component's other modules are shims that need not compile alone), parsed
  * and compiled to JVM bytecode once.
  */
 final class Component {
-    static final String IFACE = "fencing:guard/check@0.2.0";
+    static final String IFACE = "fencing:guard/check@0.3.0";
 
     /** The parsed module and the factory of its compiled machines, shared by every instance. */
     record Compiled(WasmModule module, Function<Instance, Machine> machines) {}

@@ -42,7 +42,7 @@ public final class Guard implements AutoCloseable {
         this.core = new Core(compiled);
     }
 
-    /** A guard running another fencing:guard@0.2 component (its bytes), compiled for it alone. */
+    /** A guard running another fencing:guard@0.3 component (its bytes), compiled for it alone. */
     public static Guard ofComponent(byte[] component) {
         return new Guard(Component.compile(Objects.requireNonNull(component, "component")), 4096);
     }

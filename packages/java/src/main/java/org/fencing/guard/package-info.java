@@ -1,6 +1,6 @@
 /**
  * Fencing-token admission checks for the JVM, with the rules of the
- * {@code fencing:guard@0.2.0} WebAssembly component: the same bytes every
+ * {@code fencing:guard@0.3.0} WebAssembly component: the same bytes every
  * fencing host runs, so a Java service refuses exactly the writes the
  * reference server, the PostgreSQL and SQLite extensions and the other
  * language packages refuse.

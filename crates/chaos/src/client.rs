@@ -192,6 +192,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
                 write_payload: WritePayload { file_path: file.to_string(), mutation_type: mutation, bytes },
                 lock_id: Some(resource.clone()),
                 sequence: Some(seq),
+                fencing_proof: None,
             };
             op.start_us = now_us();
             let answer = send(http.post(format!("{}/v1/storage/write", cfg.storage_url)).json(&body)).await;

@@ -24,12 +24,14 @@
 //! - [`locks`]: the lock service (leases with fencing tokens): validation into
 //!   `ValidAcquire`, lease ids, the embedded backend (its shards, lease
 //!   journal and generation clock) and etcd.
+//! - [`keys`]: the key files of signed tokens (`--signing-key`, `--verify-keys`).
 //! - `records` (private): the record framing both durable logs share.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //!
 //! `docs/design.md` follows one write and one acquisition through these files.
 
 pub mod http;
+pub mod keys;
 pub mod locks;
 mod records;
 pub mod storage;

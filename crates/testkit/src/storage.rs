@@ -17,6 +17,7 @@ pub fn raw(resource: &str, token: u64, path: &str, mutation: Mutation, bytes: &[
         file_path: path.to_owned(),
         mutation,
         bytes: bytes.to_vec(),
+        proof: None,
     }
 }
 

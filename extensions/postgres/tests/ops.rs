@@ -257,6 +257,7 @@ async fn serve_with_the_extension_deciding_shares_one_fence_with_sql_clients() {
         bytes,
         lock_id: None,
         sequence: None,
+        proof: None,
     };
     assert_eq!(http.write(&w(34, b"http-34")).await.unwrap().status, 200);
     // A program writing the server's table directly meets the same fence.

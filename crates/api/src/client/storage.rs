@@ -48,6 +48,8 @@ pub struct Write<'a> {
     pub bytes: &'a [u8],
     pub lock_id: Option<&'a str>,
     pub sequence: Option<u64>,
+    /// The grant's `fencing_proof` (hex), for a server that checks signed writes.
+    pub proof: Option<&'a str>,
 }
 
 /// A storage API client for one server base URL (`http://127.0.0.1:7070`).
@@ -93,6 +95,7 @@ impl StorageClient {
             },
             lock_id: w.lock_id.map(str::to_owned),
             sequence: w.sequence,
+            fencing_proof: w.proof.map(str::to_owned),
         };
         let url = format!("{}/v1/storage/write", self.base);
         let resp = super::authorize(self.http.post(&url), self.auth.as_ref()).json(&body).send().await;

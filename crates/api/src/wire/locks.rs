@@ -48,6 +48,10 @@ pub struct Grant {
     pub lease_duration_ms: u64,
     /// RFC 3339 UTC with milliseconds, for humans and logs only: expiry uses a monotonic clock.
     pub acquired_at: String,
+    /// With signing on (`--signing-key`): the lock service's proof that it
+    /// granted `fencing_token` for this lock (hex), to send with every write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_proof: Option<String>,
 }
 
 /// Why an acquisition was refused.
@@ -78,6 +82,9 @@ pub struct Renewed {
     pub renewed: bool,
     pub fencing_token: u64,
     pub lease_duration_ms: u64,
+    /// With signing on: the grant's proof again (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_proof: Option<String>,
 }
 
 /// A successful release.

@@ -61,6 +61,10 @@ pub struct WriteBody {
     /// Orders one holder's writes within one token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<u64>,
+    /// The grant's `fencing_proof` (hex), for a server that checks signed
+    /// writes (`--verify-keys`); ignored by one that does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_proof: Option<String>,
 }
 
 /// What to change: `bytes` is base64 (whitespace such as a trailing newline is
@@ -126,7 +130,8 @@ pub struct WriteRefused {
     /// Always `false`.
     pub accepted: bool,
     /// `stale_token`, `token_reused`, `wrong_lock`, `invalid_token`, `sequence_regressed`,
-    /// `token_too_far_ahead`, or (503) why the guard failed (`guard_trap`, `guard_timeout`, ...).
+    /// `token_too_far_ahead`; with signed writes `proof_missing`, `proof_malformed`,
+    /// `proof_unknown_key`, `proof_bad`; or (503) why the guard failed (`guard_trap`, ...).
     pub reason: String,
     pub presented: u64,
     /// The resource's high-water mark (0: no fence yet).

@@ -153,6 +153,7 @@ async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult
                         file_path: "/obj".into(),
                         mutation: Mutation::Put,
                         bytes: data.clone(),
+                        proof: None,
                     }
                     .validate()?;
                     let t0 = Instant::now();

@@ -14,6 +14,8 @@
 //!   that hold no objects, leaving each lock a floor so no older token is
 //!   admitted again (`storage/redb_retire.rs`); `compact` then gives the
 //!   space back.
+//! - `keygen`: a key for signed tokens, the signing file and its verify
+//!   file (`keygen.rs`).
 //! - `compact`: shrinks a stopped server's store file to what its objects
 //!   use (redb reuses the pages of deleted objects but never gives them back
 //!   to the file system by itself).
@@ -83,6 +85,20 @@ enum AdminCommand {
         #[arg(long, default_value = "./fencing-data", env = "FENCING_DATA_DIR")]
         data_dir: PathBuf,
     },
+    /// Make a key for signed tokens: OUT is the lock service's `--signing-key`
+    /// (mode 0600), OUT.pub the storage's `--verify-keys` (during a rotation,
+    /// append it to the verify file the storage already reads).
+    Keygen {
+        /// The key's id, named in every proof it makes (a new id for each rotation).
+        #[arg(long)]
+        id: u32,
+        /// How proofs are made and checked.
+        #[arg(long, value_enum, default_value = "ed25519")]
+        algorithm: super::keygen::KeyAlgorithm,
+        /// Where the signing key goes (never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Shrink a stopped server's store file (`--store redb`) after deletes.
     Compact {
         /// The server's `--data-dir`.
@@ -119,6 +135,11 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 "leases_dropped": dropped,
                 "first_grant_waits_ms": if dropped { after.max_lease_ms } else { 0 },
             });
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::Keygen { id, algorithm, out } => {
+            let report = super::keygen::keygen(id, algorithm, &out)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

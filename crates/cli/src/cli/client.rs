@@ -48,6 +48,9 @@ pub struct WriteArgs {
     /// Per-write sequence within the token.
     #[arg(long)]
     sequence: Option<u64>,
+    /// The grant's `fencing_proof` (hex), for a server started with `--verify-keys`.
+    #[arg(long)]
+    proof: Option<String>,
     /// File holding the bearer token of a server started with `--auth-token-file`.
     #[arg(long, env = "FENCING_AUTH_TOKEN_FILE")]
     auth_token_file: Option<PathBuf>,
@@ -108,6 +111,7 @@ pub fn write(args: WriteArgs) -> anyhow::Result<ExitCode> {
         bytes: &bytes,
         lock_id: args.lock.as_deref(),
         sequence: args.sequence,
+        proof: args.proof.as_deref(),
     };
     let answer = runtime()?.block_on(client.write(&w))?;
     finish(&answer)

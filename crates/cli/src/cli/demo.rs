@@ -311,6 +311,7 @@ async fn client(
         bytes: data.as_bytes(),
         lock_id: None,
         sequence: None,
+        proof: grant.fencing_proof.as_deref(),
     };
     let start_us = now_us();
     let answer = StorageClient::new(&storage).write(&write).await?;

@@ -9,6 +9,7 @@ mod chaos;
 mod check;
 mod client;
 mod demo;
+mod keygen;
 mod lock;
 mod plugin;
 pub mod serve;
@@ -32,7 +33,7 @@ enum Command {
     /// Run the shared test vectors through the native and Wasm guards and report agreement.
     Check(check::CheckArgs),
     /// Run the HTTP server (storage and lock roles, `GET /metrics`).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Send a fenced write to the storage API.
     Write(client::WriteArgs),
     /// Read an object and its resource's fence from the storage API.
@@ -45,7 +46,7 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Fault-injection campaign against the lock service and storage, checked from its history.
     Chaos(Box<chaos::ChaosArgs>),
-    /// Operator commands: raise the token ceiling after a restore, reset a resource's fence.
+    /// Operator commands: raise the token ceiling after a restore, reset or retire fences, make signing keys.
     Admin(admin::AdminArgs),
 }
 
@@ -78,7 +79,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(args),
         Command::Check(args) => check::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Write(args) => client::write(args),
         Command::Read(args) => client::read(args),
         Command::Lock(args) => lock::run(args),

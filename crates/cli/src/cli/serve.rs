@@ -14,10 +14,12 @@ use anyhow::Context;
 use axum::Router;
 use axum::routing::get;
 use clap::{Args, ValueEnum};
-use fencing_runtime::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, WasmGuard};
+use fencing_runtime::proof::Signer;
+use fencing_runtime::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, Verifier, WasmGuard};
 use fencing_server::http::auth::{BearerAuth, read_token_file};
 use fencing_server::http::gate::HostRules;
 use fencing_server::http::{ConnLimits, ConnMetrics};
+use fencing_server::keys;
 use fencing_server::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService};
 use fencing_server::storage::{
     Engine, FlapConfig, PgGuard, PostgresEngine, RedbEngine, StorageMetrics, StorageService, StoreOptions,
@@ -117,6 +119,20 @@ pub struct ServeArgs {
     /// With `--auth-token-file`: reads and `GET /metrics` need the bearer token too.
     #[arg(long, requires = "auth_token_file")]
     pub auth_reads: bool,
+    /// Sign every grant (lock role): each grant and renewal carries a
+    /// `fencing_proof` that this lock service granted that token for that
+    /// lock. The file is the `OUT` of `fencing admin keygen` (one key).
+    #[arg(long, env = "FENCING_SIGNING_KEY")]
+    pub signing_key: Option<PathBuf>,
+    /// Check every write's proof (storage role): a write whose
+    /// `fencing_proof` is missing, malformed, made by a key not in this file
+    /// or not for its lock and token is refused (409 `proof_missing`,
+    /// `proof_malformed`, `proof_unknown_key`, `proof_bad`) before its fence
+    /// is read. The file holds one or more keys (`OUT.pub` of `fencing admin
+    /// keygen`; old and new during a rotation). With `--store postgres` it
+    /// needs `--pg-guard host`.
+    #[arg(long, env = "FENCING_VERIFY_KEYS")]
+    pub verify_keys: Option<PathBuf>,
     /// Refuse (409 `token_too_far_ahead`) a write whose token is more than
     /// this far above its resource's high-water mark, so one runaway token
     /// (say 2^64-1) cannot push a resource out of every real holder's reach.
@@ -263,6 +279,31 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.flap_window.is_zero() {
         return Err(super::usage("--flap-window must be positive"));
     }
+    if args.signing_key.is_some() && !args.role.locks() {
+        return Err(super::usage("--signing-key signs grants: it needs a role with the lock service"));
+    }
+    if args.verify_keys.is_some() {
+        if !args.role.storage() {
+            return Err(super::usage("--verify-keys checks writes: it needs a role with the storage"));
+        }
+        if args.no_fencing {
+            return Err(super::usage("--verify-keys and --no-fencing contradict each other"));
+        }
+        if args.store == StoreKind::Postgres && args.pg_guard == PgGuardKind::Extension {
+            return Err(super::usage(
+                "--verify-keys needs --pg-guard host: the extension decides inside PostgreSQL, which holds no keys",
+            ));
+        }
+    }
+    // Key files are read now, so a bad one is a usage error before anything starts.
+    let signer = match &args.signing_key {
+        Some(path) => Some(Arc::new(keys::load_signer(path).map_err(|e| super::usage(e.to_string()))?)),
+        None => None,
+    };
+    let verifier = match &args.verify_keys {
+        Some(path) => Some(Arc::new(keys::load_verifier(path).map_err(|e| super::usage(e.to_string()))?)),
+        None => None,
+    };
     let auth = match &args.auth_token_file {
         Some(path) => Some(
             BearerAuth::new(&read_token_file(path).map_err(|e| super::usage(e.to_string()))?)
@@ -272,7 +313,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let limits = args.http.limits()?;
     let runtime = tokio::runtime::Runtime::new().context("start tokio runtime")?;
-    let result = runtime.block_on(serve(args, auth, limits));
+    let result = runtime.block_on(serve(args, auth, limits, Signing { signer, verifier }));
     // Whatever the shutdown bound left behind (a request still waiting, a
     // blocking store call) must not keep the process, and with it the data
     // directory's lock, alive.
@@ -281,7 +322,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) -> anyhow::Result<()> {
+/// The keys of signed tokens, loaded from `--signing-key` and `--verify-keys`.
+struct Signing {
+    signer: Option<Arc<Signer>>,
+    verifier: Option<Arc<Verifier>>,
+}
+
+async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits, signing: Signing) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     let metrics = Metrics::new();
@@ -292,10 +339,13 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits) ->
     // cannot run without its journal).
     if args.role.locks() {
         let locks = lock_service(&args.locks, &args.data_dir, &metrics).await?;
-        app = app.merge(fencing_server::http::locks::router(locks));
+        app = app.merge(match signing.signer {
+            Some(signer) => fencing_server::http::locks::signing_router(locks, signer),
+            None => fencing_server::http::locks::router(locks),
+        });
     }
     if args.role.storage() {
-        app = app.merge(storage_router(&args, &metrics, auth.is_some()).await?);
+        app = app.merge(storage_router(&args, &metrics, auth.is_some(), signing.verifier).await?);
     }
     let m = metrics.clone();
     app = app.route("/metrics", get(move || std::future::ready(m.handler())));
@@ -339,13 +389,18 @@ pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
     })
 }
 
-async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> anyhow::Result<Router> {
+async fn storage_router(
+    args: &ServeArgs,
+    metrics: &Metrics,
+    admin: bool,
+    verifier: Option<Arc<Verifier>>,
+) -> anyhow::Result<Router> {
     let guard = build_guard(args)?;
     let policy = args.policy;
     let engine: Arc<dyn Engine> = match args.store {
         StoreKind::Redb => {
             let dir = args.data_dir.join("storage");
-            let options = StoreOptions { space_reserve: args.space_reserve, max_bytes: args.max_store_bytes };
+            let options = StoreOptions { space_reserve: args.space_reserve, max_bytes: args.max_store_bytes, verifier };
             let engine = RedbEngine::open_with(&dir, guard, policy, options)
                 .with_context(|| format!("open store in {}", dir.display()))?;
             engine.set_max_token_advance(Some(args.max_token_advance));
@@ -357,7 +412,10 @@ async fn storage_router(args: &ServeArgs, metrics: &Metrics, admin: bool) -> any
                 PgGuardKind::Host => PgGuard::Host(guard),
                 PgGuardKind::Extension => PgGuard::Extension,
             };
-            let engine = PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?;
+            let mut engine = PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?;
+            if let Some(verifier) = verifier {
+                engine = engine.with_verifier(verifier)?;
+            }
             Arc::new(engine.with_max_token_advance(Some(args.max_token_advance)))
         }
     };

@@ -18,6 +18,7 @@ mod http_edges;
 mod locks_demo;
 mod locks_process;
 mod plugin_cli;
+mod signed;
 mod sqlite_extension;
 mod storage_cli;
 mod storage_disk_full;

@@ -63,8 +63,16 @@ async fn write_until_error(client: StorageClient, w: usize, state: Arc<Mutex<Wri
             ("/scratch".to_owned(), Mutation::Put)
         };
         let bytes = token.to_be_bytes();
-        let write =
-            Write { resource_id: &r, token, file_path: &path, mutation, bytes: &bytes, lock_id: None, sequence: None };
+        let write = Write {
+            resource_id: &r,
+            token,
+            file_path: &path,
+            mutation,
+            bytes: &bytes,
+            lock_id: None,
+            sequence: None,
+            proof: None,
+        };
         match client.write(&write).await {
             Ok(a) => {
                 assert_eq!(a.status, 200, "{r}: increasing token {token} refused: {:?}", a.body);

@@ -39,6 +39,7 @@ async fn postgres_conformance_and_serve() {
         bytes: b"late",
         lock_id: None,
         sequence: None,
+        proof: None,
     };
     let a = c.write(&w(33)).await.unwrap();
     assert_eq!((a.status, a.body["reason"].as_str()), (409, Some("stale_token")));

@@ -1,7 +1,9 @@
 //! The lock API: `POST /v1/locks/acquire|renew|release`, `GET /v1/locks/status`.
 //!
-//! Mount with `app.merge(http::locks::router(service))`; the service
-//! registered its metrics in the shared registry when it was built.
+//! Mount with `app.merge(http::locks::router(service))` (or
+//! [`signing_router`], whose grants and renewals carry the lock service's
+//! proof); the service registered its metrics in the shared registry when it
+//! was built.
 //!
 //! Answers: acquire 200 with the grant or 409 `{"lock_acquired":
 //! false, "reason", "remaining_lease_ms"}`; renew/release 200, or 409
@@ -23,19 +25,46 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use fencing_api::wire::locks::{AcquireRequest, Grant, LeaseRef, Refusal, Released, Renewed, Status};
+use fencing_runtime::proof::Signer;
 use std::sync::Arc;
 
 /// The lock routes over `service`.
 pub fn router(service: Arc<dyn LockService>) -> Router {
+    routes(Locks { service, signer: None })
+}
+
+/// The lock routes over `service`, every grant and renewal carrying
+/// `signer`'s proof that this token was granted for this lock
+/// (`--signing-key`; whatever backend granted it, etcd included).
+pub fn signing_router(service: Arc<dyn LockService>, signer: Arc<Signer>) -> Router {
+    routes(Locks { service, signer: Some(signer) })
+}
+
+fn routes(locks: Locks) -> Router {
     Router::new()
         .route("/v1/locks/acquire", post(acquire))
         .route("/v1/locks/renew", post(renew))
         .route("/v1/locks/release", post(release))
         .route("/v1/locks/status", get(status))
-        .with_state(service)
+        .with_state(locks)
 }
 
-type Svc = State<Arc<dyn LockService>>;
+/// The routes' state: the service, and the signer when grants are signed.
+#[derive(Clone)]
+pub(crate) struct Locks {
+    service: Arc<dyn LockService>,
+    signer: Option<Arc<Signer>>,
+}
+
+impl Locks {
+    /// The hex proof for `token` of `lock`, when grants are signed.
+    fn prove(&self, lock: &str, token: u64) -> Option<String> {
+        let proof = self.signer.as_ref()?.prove(lock, token);
+        Some(proof.iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+type Svc = State<Locks>;
 
 /// Decodes and validates a `POST /v1/locks/acquire` body: the JSON as
 /// [`ApiJson`] decodes it (unknown fields refused), then names and lease
@@ -64,8 +93,11 @@ pub(crate) async fn acquire(
         Some(Extension(peer)) if waits => Some(peer.wait()?),
         _ => None,
     };
-    match svc.acquire(req).await.map_err(api_error)? {
-        Acquired::Granted(grant) => Ok(Json(grant).into_response()),
+    match svc.service.acquire(req).await.map_err(api_error)? {
+        Acquired::Granted(mut grant) => {
+            grant.fencing_proof = svc.prove(&grant.resource_id, grant.fencing_token);
+            Ok(Json(grant).into_response())
+        }
         Acquired::Refused(refusal) => Ok((StatusCode::CONFLICT, Json(refusal)).into_response()),
     }
 }
@@ -80,7 +112,9 @@ pub(crate) async fn acquire(
     ))]
 pub(crate) async fn renew(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
     // The lease id is checked by the service, which parses it once.
-    Ok(Json(svc.renew(lease).await.map_err(api_error)?).into_response())
+    let mut renewed = svc.service.renew(lease).await.map_err(api_error)?;
+    renewed.fencing_proof = svc.prove(&renewed.resource_id, renewed.fencing_token);
+    Ok(Json(renewed).into_response())
 }
 
 /// Release a lease; only its own `lock_token` can.
@@ -92,7 +126,7 @@ pub(crate) async fn renew(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) ->
         (status = 503, description = "The backend cannot answer", body = ErrorBody),
     ))]
 pub(crate) async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) -> Result<Response, ApiError> {
-    Ok(Json(svc.release(lease).await.map_err(api_error)?).into_response())
+    Ok(Json(svc.service.release(lease).await.map_err(api_error)?).into_response())
 }
 
 /// Who holds a lock, with which token, for how much longer.
@@ -105,7 +139,7 @@ pub(crate) async fn release(State(svc): Svc, ApiJson(lease): ApiJson<LeaseRef>) 
 pub(crate) async fn status(State(svc): Svc, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let q = Params::parse(query.as_deref(), &["resource_id"])?;
     let id = q.required("resource_id")?;
-    Ok(Json(svc.status(id.to_owned()).await.map_err(api_error)?).into_response())
+    Ok(Json(svc.service.status(id.to_owned()).await.map_err(api_error)?).into_response())
 }
 
 /// Maps a lock error to its HTTP answer.

@@ -122,7 +122,7 @@ pub fn document() -> serde_json::Value {
 /// The constraints the server enforces on a request's string field or query
 /// parameter of this name, from the constants and patterns it checks with.
 fn field_rule(field: &str) -> Option<serde_json::Value> {
-    use crate::http::storage::BYTES_PATTERN;
+    use crate::http::storage::{BYTES_PATTERN, MAX_PROOF_HEX, PROOF_PATTERN};
     use crate::storage::PATH_SEGMENTS_PATTERN;
     use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REASON_CHARS, NAME_PATTERN, REASON_PATTERN};
     use serde_json::json;
@@ -134,6 +134,7 @@ fn field_rule(field: &str) -> Option<serde_json::Value> {
                               "allOf": [{"pattern": PATH_SEGMENTS_PATTERN}]}),
         "reason" => json!({"minLength": 1, "maxLength": MAX_REASON_CHARS, "pattern": REASON_PATTERN}),
         "bytes" => json!({"pattern": BYTES_PATTERN}),
+        "fencing_proof" => json!({"maxLength": MAX_PROOF_HEX, "pattern": PROOF_PATTERN}),
         _ => return None,
     })
 }
@@ -258,14 +259,14 @@ mod tests {
             for (keyword, value) in rule.as_object().unwrap() {
                 assert_eq!(&schema[keyword], value, "{at}: {keyword}");
             }
-            if let Some(max) = schema["maxLength"].as_u64() {
+            if let Some(max) = schema["maxLength"].as_u64().filter(|_| field != "fencing_proof") {
                 // Characters, not bytes: four-byte characters up to the limit pass.
                 let padlock = "\u{1F512}";
                 assert_eq!(name_problem(&padlock.repeat(max as usize), max as usize), None, "{at}");
             }
             checked += 1;
         }
-        assert_eq!(checked, 14, "fields checked");
+        assert_eq!(checked, 15, "fields checked");
         let names = field_rule("resource_id").unwrap();
         assert_eq!(
             (names["maxLength"].as_u64(), names["pattern"].as_str()),

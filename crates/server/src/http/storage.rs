@@ -76,6 +76,25 @@ pub fn decode_bytes(text: &str) -> Result<Vec<u8>, ApiError> {
     decoded.map_err(|e| ApiError::field("write_payload.bytes", format!("invalid base64: {e}")))
 }
 
+/// Longest `fencing_proof`, in hex digits: far above a proof's 138.
+pub const MAX_PROOF_HEX: usize = 512;
+
+/// What [`decode_proof`] accepts, as a regular expression (an even count of
+/// lowercase or uppercase hex digits); the published schema carries it.
+pub const PROOF_PATTERN: &str = "^(?:[0-9a-fA-F]{2})*$";
+
+/// A write's `fencing_proof`: the proof bytes in hex, as the grant gave them.
+pub fn decode_proof(text: &str) -> Result<Vec<u8>, ApiError> {
+    let field = |m: String| ApiError::field("fencing_proof", m);
+    if text.len() > MAX_PROOF_HEX {
+        return Err(field(format!("is {} characters, longer than {MAX_PROOF_HEX}", text.len())));
+    }
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(field("must be hex digits, two per byte, as the grant's fencing_proof".into()));
+    }
+    Ok((0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digits")).collect())
+}
+
 /// Decodes and validates a `POST /v1/storage/write` body into the engine's
 /// request: the JSON as [`HeldJson`] decodes it, then [`write_request`]. The
 /// `decode_write` fuzz target calls it, so it runs exactly the handler's code.
@@ -102,6 +121,7 @@ pub fn write_request(body: WriteBody) -> Result<ValidWrite, ApiError> {
         file_path: body.write_payload.file_path,
         mutation: body.write_payload.mutation_type,
         bytes: data,
+        proof: body.fencing_proof.as_deref().map(decode_proof).transpose()?,
     };
     req.validate().map_err(|e| match e {
         StorageError::InvalidField { field: "file_path", message } => {
@@ -144,6 +164,9 @@ pub(crate) async fn write(
                 .into_response()
         }
         WriteOutcome::Rejected { rejection, fence } => {
+            (StatusCode::CONFLICT, Json(refused(rejection.reason(), fence))).into_response()
+        }
+        WriteOutcome::ProofRefused { rejection, fence } => {
             (StatusCode::CONFLICT, Json(refused(rejection.reason(), fence))).into_response()
         }
         WriteOutcome::TooFarAhead { max_advance, fence } => {

@@ -114,6 +114,7 @@ impl EtcdLocks {
                     fencing_token: token,
                     lease_duration_ms: lease_ms,
                     acquired_at: super::rfc3339_now(),
+                    fencing_proof: None,
                 }));
             }
             let _ = c.lease_revoke(etcd_lease).await;
@@ -188,6 +189,7 @@ impl EtcdLocks {
                     renewed: true,
                     fencing_token: token,
                     lease_duration_ms: v.lease_ms,
+                    fencing_proof: None,
                 })
             }
             _ => Err(LockError::LeaseExpired),

@@ -36,7 +36,8 @@ pub use validate::{
 };
 pub use validate::{ValidWrite, validate_file_path, validate_lock_id, validate_resource_id};
 
-use fencing_runtime::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer};
+use fencing_runtime::proof::{ProofRejection, SignedRejection};
+use fencing_runtime::{Admission, Fence, Guard, GuardFailure, Policy, Rejection, Sequencer, Verifier};
 use futures::future::BoxFuture;
 
 pub use fencing_api::wire::storage::Mutation;
@@ -53,6 +54,9 @@ pub struct WriteRequest {
     pub file_path: String,
     pub mutation: Mutation,
     pub bytes: Vec<u8>,
+    /// The lock service's proof that it granted `token` for `lock_id`
+    /// (`fencing_runtime::proof`); what an engine with a verifier checks.
+    pub proof: Option<Vec<u8>>,
 }
 
 /// The result of a write the engine could decide.
@@ -62,6 +66,9 @@ pub enum WriteOutcome {
     Admitted { high_water: u64, sequence: Option<u64>, new_term: bool },
     /// Refused by the guard; `fence` is the unchanged fence (evidence).
     Rejected { rejection: Rejection, fence: Option<Fence> },
+    /// Signed writes only: the proof does not show that the lock service
+    /// granted the token for the lock, so the fence was not consulted.
+    ProofRefused { rejection: ProofRejection, fence: Option<Fence> },
     /// The guard could not decide; the write was refused (fail closed).
     GuardFailed { failure: GuardFailure, fence: Option<Fence> },
     /// The token is more than `max_advance` above the fence's high-water mark,
@@ -165,24 +172,38 @@ pub trait Engine: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<Fence>, StorageError>>;
 }
 
-/// Asks `guard` about `req` against the resource's `current` fence: the
-/// admission, or the refusal to report (a token more than `max_advance` above
-/// the high-water mark, a rejection or a guard failure, with `current` as
-/// evidence), after which the engine must change nothing.
+/// Asks `guard` about `req` against the resource's `current` fence, with
+/// `verifier`'s keys when writes are signed: the admission, or the refusal to
+/// report (with a verifier, a proof that does not hold; a token more than `max_advance` above the high-water mark; a
+/// rejection or a guard failure; each with `current` as evidence), after
+/// which the engine must change nothing.
 pub(crate) fn decide(
     guard: &dyn Guard,
     policy: Policy,
+    verifier: Option<&Verifier>,
     max_advance: u64,
     current: Option<Fence>,
     req: &WriteRequest,
 ) -> Result<Admission, WriteOutcome> {
-    if too_far_ahead(req.token, current.as_ref(), max_advance) {
+    if verifier.is_none() && too_far_ahead(req.token, current.as_ref(), max_advance) {
         return Err(WriteOutcome::TooFarAhead { max_advance, fence: current });
     }
     let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
-    match guard.admit(current.as_ref(), &presented, policy) {
+    let decision = match verifier {
+        None => guard.admit(current.as_ref(), &presented, policy).map(|d| d.map_err(SignedRejection::Fence)),
+        Some(verifier) => {
+            let proof = req.proof.as_deref().unwrap_or_default();
+            guard.admit_signed(verifier, current.as_ref(), &presented, proof, policy)
+        }
+    };
+    match decision {
         Err(failure) => Err(WriteOutcome::GuardFailed { failure, fence: current }),
-        Ok(Err(rejection)) => Err(WriteOutcome::Rejected { rejection, fence: current }),
+        Ok(Err(SignedRejection::Proof(rejection))) => Err(WriteOutcome::ProofRefused { rejection, fence: current }),
+        // Signed writes are bounded after the proof, so a forged token is named as forged.
+        _ if too_far_ahead(req.token, current.as_ref(), max_advance) => {
+            Err(WriteOutcome::TooFarAhead { max_advance, fence: current })
+        }
+        Ok(Err(SignedRejection::Fence(rejection))) => Err(WriteOutcome::Rejected { rejection, fence: current }),
         Ok(Ok(admission)) => Ok(admission),
     }
 }

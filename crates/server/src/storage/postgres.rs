@@ -28,7 +28,7 @@
 //! Switching modes on one database carries the fences over, never lowering one.
 
 use super::{Engine, MAX_OBJECT_BYTES, Mutation, ReadResult, StorageError, ValidWrite, WriteOutcome, pg_extension};
-use fencing_runtime::{Fence, Guard, Policy};
+use fencing_runtime::{Fence, Guard, Policy, Verifier};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,6 +73,8 @@ pub struct PostgresEngine {
     policy: Policy,
     /// `--max-token-advance` (`u64::MAX`: none).
     max_advance: u64,
+    /// The keys signed writes are checked with (host guard only; `None`: unsigned).
+    verifier: Option<Arc<Verifier>>,
 }
 
 fn pg(e: tokio_postgres::Error) -> StorageError {
@@ -122,7 +124,21 @@ impl PostgresEngine {
             guard,
             policy,
             max_advance: u64::MAX,
+            verifier: None,
         })
+    }
+
+    /// Checks every write's proof with `verifier` before its fence. Only the
+    /// host guard can: the extension decides inside PostgreSQL, which has no
+    /// keys, so with [`PgGuard::Extension`] this is refused.
+    pub fn with_verifier(mut self, verifier: Arc<Verifier>) -> Result<PostgresEngine, StorageError> {
+        if let PgGuard::Extension = self.guard {
+            return Err(StorageError::Backend(
+                "signed writes are checked by the host guard: use --pg-guard host with --verify-keys".into(),
+            ));
+        }
+        self.verifier = Some(verifier);
+        Ok(self)
     }
 
     /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
@@ -146,7 +162,10 @@ impl PostgresEngine {
         let txn = client.transaction().await.map_err(pg)?;
         let rid = req.resource_id.as_str();
         let decided = match &self.guard {
-            PgGuard::Host(guard) => decide_here(&txn, &**guard, self.policy, self.max_advance, &req).await?,
+            PgGuard::Host(guard) => {
+                let verifier = self.verifier.as_deref();
+                decide_here(&txn, &**guard, self.policy, verifier, self.max_advance, &req).await?
+            }
             PgGuard::Extension => pg_extension::decide(&txn, &req, self.policy, self.max_advance).await?,
         };
         let admission = match decided {
@@ -216,6 +235,7 @@ async fn decide_here(
     txn: &tokio_postgres::Transaction<'_>,
     guard: &dyn Guard,
     policy: Policy,
+    verifier: Option<&Verifier>,
     max_advance: u64,
     req: &ValidWrite,
 ) -> Result<Result<fencing_runtime::Admission, WriteOutcome>, StorageError> {
@@ -231,7 +251,7 @@ async fn decide_here(
         .await
         .map_err(pg)?;
     let current = to_fence(row.get(0), row.get(1), row.get(2));
-    Ok(super::decide(guard, policy, max_advance, current, req))
+    Ok(super::decide(guard, policy, verifier, max_advance, current, req))
 }
 
 /// Replaces the fence row's values in the host's own table, returning the old fence.

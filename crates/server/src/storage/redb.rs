@@ -43,7 +43,7 @@ use super::redb_lifecycle::{DEFAULT_SPACE_RESERVE, StoreKeeper, StoreView};
 use super::redb_schema::{FENCES, OBJECTS, db_err, decode_fence};
 use super::{Engine, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::ReadableDatabase;
-use fencing_runtime::{Fence, Guard, Policy};
+use fencing_runtime::{Fence, Guard, Policy, Verifier};
 use futures::future::BoxFuture;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 /// How the embedded store uses its disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// Bytes kept allocated beside the store and given back on a full disk (0: none; see `redb_lifecycle.rs`).
     pub space_reserve: u64,
@@ -59,11 +59,14 @@ pub struct StoreOptions {
     /// write that would grow past it gets 507 `quota_exceeded`; writes that
     /// shrink the store are always decided.
     pub max_bytes: Option<u64>,
+    /// Signed writes (`--verify-keys`): every write's proof is checked with
+    /// these keys before its fence (`None`: unsigned writes).
+    pub verifier: Option<Arc<Verifier>>,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions { space_reserve: DEFAULT_SPACE_RESERVE, max_bytes: None }
+        StoreOptions { space_reserve: DEFAULT_SPACE_RESERVE, max_bytes: None, verifier: None }
     }
 }
 
@@ -100,6 +103,7 @@ impl RedbEngine {
             policy,
             max_advance: max_advance.clone(),
             quota: options.max_bytes,
+            verifier: options.verifier,
             cache: cache.clone(),
         };
         let (group, background) =
@@ -236,6 +240,7 @@ mod tests {
             file_path: "/f".to_owned(),
             mutation: Mutation::Put,
             bytes: vec![token as u8],
+            proof: None,
         };
         req.validate().expect("a valid write")
     }

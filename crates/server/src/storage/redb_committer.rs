@@ -14,7 +14,7 @@ use super::redb_schema::{FLOORS, db_err, decode_fence, reset};
 use super::wal::RecordRef;
 use super::{Mutation, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{ReadableTable, WriteTransaction};
-use fencing_runtime::{Fence, Guard, Policy};
+use fencing_runtime::{Fence, Guard, Policy, Verifier};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,13 +45,15 @@ pub(super) enum Task {
     Reset { resource_id: String, to: Option<Fence>, reply: oneshot::Sender<Result<Option<Fence>, StorageError>> },
 }
 
-/// What decides a write: the guard, its policy, the advance bound and the quota.
+/// What decides a write: the guard, its policy, the verifier, the advance bound and the quota.
 pub(super) struct WriteRules {
     pub(super) guard: Arc<dyn Guard>,
     pub(super) policy: Policy,
     pub(super) max_advance: Arc<AtomicU64>,
     /// Most bytes of objects, names and fences in all (`--max-store-bytes`).
     pub(super) quota: Option<u64>,
+    /// The keys signed writes are checked with (`None`: unsigned).
+    pub(super) verifier: Option<Arc<Verifier>>,
     pub(super) cache: Arc<ReadCache>,
 }
 
@@ -298,7 +300,9 @@ fn commit_batch(
                 None => floor_fence(&floors, &req.lock_id)?,
             };
             let max_advance = rules.max_advance.load(Ordering::Acquire);
-            let admission = match super::decide(rules.guard.as_ref(), rules.policy, max_advance, current, req) {
+            let verifier = rules.verifier.as_deref();
+            let admission = match super::decide(rules.guard.as_ref(), rules.policy, verifier, max_advance, current, req)
+            {
                 Ok(admission) => admission,
                 Err(refused) => {
                     outcomes.push(Ok(refused));

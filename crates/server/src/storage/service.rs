@@ -68,6 +68,13 @@ impl StorageService {
                 tracing::warn!(resource = ?resource, presented, high_water, reason, "write rejected by the fence");
                 self.metrics.is_flapping(&resource)
             }
+            WriteOutcome::ProofRefused { rejection, fence } => {
+                let reason = rejection.reason();
+                self.metrics.rejected(reason);
+                let high_water = fence.as_ref().map_or(0, |f| f.high_water);
+                tracing::warn!(resource = ?resource, presented, high_water, reason, "write refused: its proof does not show the lock service granted the token");
+                self.metrics.is_flapping(&resource)
+            }
             WriteOutcome::TooFarAhead { max_advance, fence } => {
                 self.metrics.rejected("token_too_far_ahead");
                 let high_water = fence.as_ref().map_or(0, |f| f.high_water);

@@ -29,7 +29,7 @@ async fn start(flap: FlapConfig) -> Server {
 }
 
 fn w<'a>(resource: &'a str, token: u64, path: &'a str, mutation: Mutation, bytes: &'a [u8]) -> Write<'a> {
-    Write { resource_id: resource, token, file_path: path, mutation, bytes, lock_id: None, sequence: None }
+    Write { resource_id: resource, token, file_path: path, mutation, bytes, lock_id: None, sequence: None, proof: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -114,7 +114,8 @@ async fn the_quota_refuses_growth_past_it_and_keeps_its_count_across_reopens() {
     // 17 and 32 (`q` under lock `q`: 51).
     let dir = tempfile::tempdir().unwrap();
     let options = StoreOptions { max_bytes: Some(1100), ..StoreOptions::default() };
-    let open = || RedbEngine::open_with(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing, options).unwrap();
+    let open =
+        || RedbEngine::open_with(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing, options.clone()).unwrap();
     let w = |path: &str, mutation, bytes: &[u8]| fencing_testkit::storage::req("q", 1, path, mutation, bytes);
     {
         let engine = open();

@@ -24,7 +24,13 @@ impl EmbeddedLocks {
             }
             (h.token, h.lease_ms)
         })?;
-        Ok(Renewed { resource_id: lease.resource_id, renewed: true, fencing_token: token, lease_duration_ms: lease_ms })
+        Ok(Renewed {
+            resource_id: lease.resource_id,
+            renewed: true,
+            fencing_token: token,
+            lease_duration_ms: lease_ms,
+            fencing_proof: None,
+        })
     }
 
     pub(super) async fn release_inner(&self, lease: LeaseRef) -> Result<Released, LockError> {

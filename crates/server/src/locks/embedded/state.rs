@@ -182,6 +182,7 @@ fn grant_body(req: &AcquireRequest, lease: LeaseStamp, token: u64) -> Grant {
         fencing_token: token,
         lease_duration_ms: req.lease_duration_ms,
         acquired_at: lease.acquired_at,
+        fencing_proof: None,
     }
 }
 

@@ -185,6 +185,22 @@ impl core::fmt::Display for KeyError {
     }
 }
 
+impl core::error::Error for KeyError {}
+
+impl core::fmt::Display for ProofRejection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ProofRejection::NoKeys => f.write_str("no verifier keys are installed"),
+            ProofRejection::Missing => f.write_str("the write carries no proof"),
+            ProofRejection::Malformed => f.write_str("the proof is not of this format"),
+            ProofRejection::UnknownKey { key_id } => write!(f, "the proof names key {key_id}, which is not trusted"),
+            ProofRejection::BadProof => f.write_str("the proof was not made for this lock and token by its key"),
+        }
+    }
+}
+
+impl core::error::Error for ProofRejection {}
+
 impl ProofRejection {
     /// Stable snake_case reason, for HTTP bodies, SQL errors, metrics and logs.
     pub fn reason(self) -> &'static str {

@@ -24,6 +24,7 @@
 //! The functions are pure: no clocks, no I/O, no randomness (a [`Signer`]
 //! is made from secret bytes its caller drew).
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -342,7 +343,7 @@ pub struct Signer {
 }
 
 enum Secret {
-    Ed25519(SigningKey),
+    Ed25519(Box<SigningKey>),
     Hmac(Vec<u8>),
 }
 
@@ -351,7 +352,7 @@ impl Signer {
     /// HMAC secret ([`HMAC_KEY_BYTES`]). `None` for any other length.
     pub fn new(id: u32, algorithm: Algorithm, secret: &[u8]) -> Option<Signer> {
         let secret = match algorithm {
-            Algorithm::Ed25519 => Secret::Ed25519(SigningKey::from_bytes(secret.try_into().ok()?)),
+            Algorithm::Ed25519 => Secret::Ed25519(Box::new(SigningKey::from_bytes(secret.try_into().ok()?))),
             Algorithm::HmacSha256 => Secret::Hmac(HMAC_KEY_BYTES.contains(&secret.len()).then(|| secret.to_vec())?),
         };
         Some(Signer { id, secret })

@@ -8,6 +8,11 @@
 //! on SQLite. Latency is measured per write from submission to durable ack.
 //! The guard is wrapped in a timer to report its share of write latency:
 //! total guard time / total write latency across all writes of the run.
+//! With `--signed ALGORITHM` every write carries a proof for its lock and
+//! token (made before the write's clock starts) that the store verifies
+//! before the fence: with one write in flight every write is a new token, so
+//! every write pays a full verification; with more, a writer's writes share
+//! a token and all but the first are checked by comparing bytes.
 //! With `--readers R`, R more tasks read the writers' objects in a loop
 //! beside them (one outstanding read each), and the run reports their
 //! reads per second and latency too: the store commits each batch before
@@ -15,9 +20,10 @@
 
 pub use super::write_results::{RunResult, table};
 use anyhow::Context;
+use fencing_runtime::proof::{Algorithm, Signer};
 use fencing_runtime::{BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, NativeGuard, Policy};
 use fencing_runtime::{Sequencer, SignedDecision, StreamOutcome, Verifier, WasmGuard};
-use fencing_server::storage::{Engine, Mutation, RedbEngine, WriteOutcome, WriteRequest};
+use fencing_server::storage::{Engine, Mutation, RedbEngine, StoreOptions, WriteOutcome, WriteRequest};
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,6 +49,9 @@ pub struct WritesConfig {
     pub sqlite: bool,
     /// Tasks reading the writers' objects beside them (fencing store only).
     pub readers: usize,
+    /// Signed writes: each carries the proof for its token, which the store
+    /// checks with this algorithm's key before the fence (`None`: unsigned).
+    pub signed: Option<Algorithm>,
 }
 
 /// Times every call into the wrapped guard.
@@ -102,6 +111,7 @@ struct Run {
     readers: usize,
     duration: Duration,
     payload: usize,
+    signed: Option<Algorithm>,
 }
 
 /// Reads `bench-{r mod writers}` until `stop`; a read before the object's first write finds nothing and counts too.
@@ -122,7 +132,12 @@ fn spawn_reader(
 }
 
 async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult> {
-    let Run { kind, writers, inflight, readers, duration, payload } = run;
+    let Run { kind, writers, inflight, readers, duration, payload, signed } = run;
+    let signer = signed.map(|a| Arc::new(Signer::new(1, a, &rand::random::<[u8; 32]>()).expect("a 32-byte secret")));
+    let verifier = match &signer {
+        Some(s) => Some(Arc::new(Verifier::new(vec![s.verifier_key()]).expect("one key"))),
+        None => None,
+    };
     let inner: Arc<dyn Guard> = match kind {
         GuardKind::Wasm => Arc::new(WasmGuard::embedded(None).context("load embedded guard")?),
         GuardKind::Native => Arc::new(NativeGuard),
@@ -130,7 +145,8 @@ async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult
     let guard = Arc::new(TimedGuard { inner, nanos: AtomicU64::new(0), calls: AtomicU64::new(0) });
     let store_dir = dir.join(format!("redb-{writers}"));
     let _ = std::fs::remove_dir_all(&store_dir);
-    let engine = Arc::new(RedbEngine::open(&store_dir, guard.clone(), Policy::NonDecreasing)?);
+    let options = StoreOptions { verifier, ..StoreOptions::default() };
+    let engine = Arc::new(RedbEngine::open_with(&store_dir, guard.clone(), Policy::NonDecreasing, options)?);
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     // With several writes in flight per writer, they share the writer's token
@@ -138,13 +154,14 @@ async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult
     let tasks: Vec<_> = (0..writers * inflight)
         .map(|i| {
             let w = i % writers;
-            let (engine, stop) = (engine.clone(), stop.clone());
+            let (engine, stop, signer) = (engine.clone(), stop.clone(), signer.clone());
             tokio::spawn(async move {
                 let mut hist = Histogram::<u64>::new(3)?;
                 let data = vec![0x5a_u8; payload];
                 let mut token = 0;
                 while !stop.load(Ordering::Relaxed) {
                     token = if inflight == 1 { token + 1 } else { 1 };
+                    let proof = signer.as_ref().map(|s| s.prove(&format!("bench-{w}"), token));
                     let req = WriteRequest {
                         resource_id: format!("bench-{w}"),
                         lock_id: format!("bench-{w}"),
@@ -153,7 +170,7 @@ async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult
                         file_path: "/obj".into(),
                         mutation: Mutation::Put,
                         bytes: data.clone(),
-                        proof: None,
+                        proof,
                     }
                     .validate()?;
                     let t0 = Instant::now();
@@ -181,9 +198,13 @@ async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult
     let total_latency_us: f64 =
         hist.iter_recorded().map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64).sum();
     let guard_us = guard.nanos.load(Ordering::Relaxed) as f64 / 1000.0;
-    let store = match kind {
-        GuardKind::Wasm => "fencing redb (wasm guard)",
-        GuardKind::Native => "fencing redb (native guard)",
+    let store = match (kind, signed) {
+        (GuardKind::Wasm, None) => "fencing redb (wasm guard)",
+        (GuardKind::Native, None) => "fencing redb (native guard)",
+        (GuardKind::Wasm, Some(Algorithm::Ed25519)) => "fencing redb (wasm guard, signed ed25519)",
+        (GuardKind::Native, Some(Algorithm::Ed25519)) => "fencing redb (native guard, signed ed25519)",
+        (GuardKind::Wasm, Some(Algorithm::HmacSha256)) => "fencing redb (wasm guard, signed hmac-sha256)",
+        (GuardKind::Native, Some(Algorithm::HmacSha256)) => "fencing redb (native guard, signed hmac-sha256)",
     };
     drop(engine);
     let _ = std::fs::remove_dir_all(&store_dir);
@@ -209,6 +230,7 @@ pub fn run(cfg: &WritesConfig) -> anyhow::Result<Vec<RunResult>> {
             readers: cfg.readers,
             duration: cfg.duration,
             payload: cfg.payload,
+            signed: cfg.signed,
         };
         let r = rt.block_on(run_engine(&dir, run))?;
         eprintln!("{} x{w} (x{} in flight): {:.0} writes/s", r.store, cfg.inflight, r.per_second());

@@ -90,6 +90,9 @@ struct WritesArgs {
     /// fencing store's runs (reads/s and read latency in a second table).
     #[arg(long, default_value_t = 0)]
     readers: usize,
+    /// Signed writes: each carries its token's proof, checked before the fence.
+    #[arg(long, value_enum)]
+    signed: Option<super::keygen::KeyAlgorithm>,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -127,6 +130,7 @@ fn bench_writes(a: WritesArgs) -> anyhow::Result<ExitCode> {
         inflight: a.inflight,
         sqlite: !a.no_sqlite,
         readers: a.readers,
+        signed: a.signed.map(Into::into),
     };
     println!("{}", writes::table(&writes::run(&cfg)?));
     Ok(ExitCode::SUCCESS)

@@ -59,8 +59,7 @@ pub(crate) struct Locks {
 impl Locks {
     /// The hex proof for `token` of `lock`, when grants are signed.
     fn prove(&self, lock: &str, token: u64) -> Option<String> {
-        let proof = self.signer.as_ref()?.prove(lock, token);
-        Some(proof.iter().map(|b| format!("{b:02x}")).collect())
+        Some(crate::keys::hex(&self.signer.as_ref()?.prove(lock, token)))
     }
 }
 

@@ -89,10 +89,7 @@ pub fn decode_proof(text: &str) -> Result<Vec<u8>, ApiError> {
     if text.len() > MAX_PROOF_HEX {
         return Err(field(format!("is {} characters, longer than {MAX_PROOF_HEX}", text.len())));
     }
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(field("must be hex digits, two per byte, as the grant's fencing_proof".into()));
-    }
-    Ok((0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digits")).collect())
+    crate::keys::unhex(text).ok_or_else(|| field("must be hex digits, two per byte, as the grant's fencing_proof".into()))
 }
 
 /// Decodes and validates a `POST /v1/storage/write` body into the engine's
@@ -289,5 +286,19 @@ mod tests {
             }
         }
         assert!(checked > 400_000, "{checked}");
+    }
+
+    #[test]
+    fn the_published_proof_pattern_is_the_decoder() {
+        let pattern = regex::Regex::new(PROOF_PATTERN).unwrap();
+        let mut strings = vec![String::new()];
+        for _ in 0..=5 {
+            for text in &strings {
+                assert_eq!(pattern.is_match(text), decode_proof(text).is_ok(), "{text:?}");
+            }
+            strings = strings.iter().flat_map(|s| ['0', 'a', 'F', 'g', ' '].map(|c| format!("{s}{c}"))).collect();
+        }
+        assert_eq!(decode_proof("01ff").unwrap(), [1, 255]);
+        assert!(decode_proof(&"00".repeat(MAX_PROOF_HEX / 2 + 1)).is_err(), "bounded");
     }
 }

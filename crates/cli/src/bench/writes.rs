@@ -134,10 +134,7 @@ fn spawn_reader(
 async fn run_engine(dir: &std::path::Path, run: Run) -> anyhow::Result<RunResult> {
     let Run { kind, writers, inflight, readers, duration, payload, signed } = run;
     let signer = signed.map(|a| Arc::new(Signer::new(1, a, &rand::random::<[u8; 32]>()).expect("a 32-byte secret")));
-    let verifier = match &signer {
-        Some(s) => Some(Arc::new(Verifier::new(vec![s.verifier_key()]).expect("one key"))),
-        None => None,
-    };
+    let verifier = signer.as_ref().map(|s| Arc::new(Verifier::new(vec![s.verifier_key()]).expect("one key")));
     let inner: Arc<dyn Guard> = match kind {
         GuardKind::Wasm => Arc::new(WasmGuard::embedded(None).context("load embedded guard")?),
         GuardKind::Native => Arc::new(NativeGuard),

@@ -59,10 +59,25 @@ def free_port() -> int:
 @pytest.fixture()
 def server():
     """A `fencing serve` (embedded store and lock service) on a free port; yields its base URL."""
+    yield from _serve([])
+
+
+@pytest.fixture()
+def signed_server(tmp_path: Path):
+    """A `fencing serve` that signs its grants and checks every write's proof,
+    with a key from `fencing admin keygen`; yields (base URL, verify-key file)."""
+    key = tmp_path / "signing.key"
+    subprocess.run([fencing_bin(), "admin", "keygen", "--id", "1", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    public = tmp_path / "signing.key.pub"
+    for base in _serve(["--signing-key", str(key), "--verify-keys", str(public)]):
+        yield base, public
+
+
+def _serve(extra: list[str]):
     with tempfile.TemporaryDirectory() as data:
         port = free_port()
         proc = subprocess.Popen(
-            [fencing_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data],
+            [fencing_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data, *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

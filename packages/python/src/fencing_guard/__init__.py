@@ -11,6 +11,9 @@ this package (the same rules every fencing host runs) under wasmtime::
     assert not verdict.admitted and verdict.reason == "stale_token"
 
 A refusal is a `Rejection` value with its evidence, never an exception.
+With signed tokens, `guard.admit_signed(stored, presented, proof, keys)`
+refuses a token whose proof (the grant's `fencing_proof`) was not made for
+its lock and token by one of `keys` (`Keys([VerifierKey(...)])`).
 `fencing_guard.client` talks to a fencing server's HTTP API and keeps a
 lease alive (`Client.hold`).
 
@@ -28,12 +31,14 @@ from ._types import (
     Decision,
     Fence,
     FenceState,
+    Keys,
     Policy,
     Reason,
     Rejection,
     Sequencer,
     StreamOutcome,
     Verdict,
+    VerifierKey,
 )
 
 __all__ = [
@@ -45,12 +50,14 @@ __all__ = [
     "Fence",
     "FenceState",
     "Guard",
+    "Keys",
     "Policy",
     "Reason",
     "Rejection",
     "Sequencer",
     "StreamOutcome",
     "Verdict",
+    "VerifierKey",
     "bundled_component",
     "load_sqlite_extension",
     "SqliteExtensionUnsupported",

@@ -125,6 +125,12 @@ class Core:
         self._stream = self._caller(exports, f"{INTERFACE}#admit-stream", 4)
         self._post_batch = self._caller(exports, f"cabi_post_{INTERFACE}#admit-batch", 1, required=False)
         self._post_stream = self._caller(exports, f"cabi_post_{INTERFACE}#admit-stream", 1, required=False)
+        self._set_keys = self._caller(exports, f"{INTERFACE}#set-keys", 2)
+        self._post_set_keys = self._caller(exports, f"cabi_post_{INTERFACE}#set-keys", 1, required=False)
+        #: `admit-signed` with its twelve flat arguments: the verdict code.
+        self.signed = self._caller(exports, f"{INTERFACE}#admit-signed", 12)
+        #: The `Keys` installed with `set_keys` (None: none yet).
+        self.keys: object = None
         #: Lock name to its rep.
         self.locks: dict[str, int] = {}
 
@@ -198,7 +204,32 @@ class Core:
             self.locks[name] = r
         return r
 
+    def bytes_in(self, data: bytes) -> int:
+        """Copies `data` into guest memory; its address."""
+        ptr = self.alloc(len(data), 1)
+        self.memory.write(self.store, data, ptr)
+        return ptr
+
     # -- the calls -------------------------------------------------------------
+
+    def set_keys(self, keys: Sequence[tuple[int, int, bytes]]) -> Optional[tuple[int, int]]:
+        """`set-keys` with (id, algorithm case, material) each: None when
+        installed, else the `key-error` case and its id."""
+        materials = [self.bytes_in(m) for (_, _, m) in keys]
+        records = b"".join(
+            struct.pack("<IB3xII", ident, algorithm, ptr, len(m)) for (ident, algorithm, m), ptr in zip(keys, materials)
+        )
+        ptr = self.alloc(len(records), 4)
+        self.memory.write(self.store, records, ptr)
+        ret = self._set_keys(ptr, len(keys))
+        result = self.read(ret, 12, 4)
+        if self._post_set_keys is not None:
+            self._post_set_keys(ret)
+        if result[0] == 0:
+            return None
+        if result[0] != 1 or result[4] > 3:
+            raise ContractError(f"set-keys answered discriminants {result[0]}, {result[4]}")
+        return result[4], struct.unpack_from("<I", result, 8)[0]
 
     def batch(self, fence: Sequence[int], rep: int, words: bytes, n: int, policy: int) -> tuple[bytes, Optional[tuple[int, Optional[int]]]]:
         """`admit-batch` over `words`, the `list<batch-write>` laid out (24 bytes a

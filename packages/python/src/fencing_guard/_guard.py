@@ -26,6 +26,7 @@ from ._types import (
     Decision,
     Fence,
     FenceState,
+    Keys,
     Policy,
     Reason,
     Rejection,
@@ -65,6 +66,25 @@ _CODES = (
 _STREAM = {0: Verdict.ADMITTED, 1: Verdict.ADMITTED, 2: Verdict.INVALID_TOKEN, 4: Verdict.STALE_TOKEN, 5: Verdict.TOKEN_REUSED}
 #: The same as a table indexed by the byte (None: a code a stream cannot answer).
 _STREAM_TABLE = tuple(_STREAM.get(b) for b in range(256))
+
+#: Verdict codes of a proof that does not hold (7, no keys installed, cannot
+#: happen: a guard installs its keys before the call).
+_PROOF_REASONS = {8: Reason.PROOF_MISSING, 9: Reason.PROOF_MALFORMED, 10: Reason.PROOF_UNKNOWN_KEY, 11: Reason.PROOF_BAD}
+#: Longest proof passed in (a proof is 37 or 69 bytes).
+_MAX_PROOF = 4096
+#: The WIT `key-algorithm` case of each algorithm, and `key-error`'s cases.
+_ALGORITHM = {"ed25519": 0, "hmac-sha256": 1}
+_KEY_ERRORS = ("no keys given", "more than 64 keys", "two keys have id {}", "key {} is not a key of its algorithm")
+
+
+def _install(core: Core, keys: Keys) -> None:
+    """Installs `keys` in `core`'s instance; ValueError naming why the component refused them."""
+    refused = core.set_keys([(k.id, _ALGORITHM[k.algorithm], bytes(k.material)) for k in keys.keys])
+    if refused is not None:
+        case, ident = refused
+        raise ValueError(f"verifier keys refused: {_KEY_ERRORS[case].format(ident)}")
+    core.keys = keys
+
 
 _INVALID = Rejection(Reason.INVALID_TOKEN)
 _WRONG_LOCK = Rejection(Reason.WRONG_LOCK)
@@ -142,6 +162,50 @@ class Guard:
                 f[0], f[1], f[2], f[3], f[4], rep, i64(token), 0 if sequence is None else 1, i64(sequence or 0), p
             )
         return _decision(c, _state(current), token, sequence)
+
+    def admit_signed(
+        self,
+        current: Optional[Fence],
+        presented: Sequencer,
+        proof: bytes,
+        keys: Keys,
+        policy: Union[Policy, str] = Policy.NON_DECREASING,
+    ) -> Decision:
+        """Decides one signed write: `proof` (the grant's `fencing_proof`,
+        as bytes) must show that the lock service granted `presented.token`
+        for `presented.lock`, under one of `keys`; then the write is decided
+        as `admit` decides it. A proof that does not hold is a `Rejection`
+        with a `proof_*` reason, whatever the token."""
+        _check_fence(current, "current")
+        if not isinstance(presented, Sequencer):
+            raise TypeError("presented must be a Sequencer")
+        if not isinstance(keys, Keys):
+            raise TypeError(f"keys must be a Keys, not {type(keys).__name__}")
+        if not isinstance(proof, (bytes, bytearray, memoryview)):
+            raise TypeError(f"proof must be bytes, not {type(proof).__name__}")
+        proof = bytes(proof)
+        if len(proof) > _MAX_PROOF:
+            raise ValueError(f"proof is {len(proof)} bytes, more than {_MAX_PROOF}")
+        token = check_u64(presented.token, "presented.token")
+        sequence = check_optional_u64(presented.sequence, "presented.sequence")
+        p = _policy(policy)
+        with self._mutex:
+            fence_rep, rep = self._reps(current, presented.lock, "presented.lock")
+            core = self._core
+            if core.keys is not keys:
+                _install(core, keys)
+            f = _flat_fence(current, fence_rep)
+            ptr = core.bytes_in(proof)
+            seq = (0, 0) if sequence is None else (1, i64(sequence))
+            c = core.signed(f[0], f[1], f[2], f[3], f[4], rep, i64(token), seq[0], seq[1], ptr, len(proof), p)
+        refused = _PROOF_REASONS.get(c)
+        if refused is None:
+            return _decision(c, _state(current), token, sequence)
+        if refused is Reason.PROOF_UNKNOWN_KEY:
+            if len(proof) < 5:
+                raise _impossible(c)
+            return Rejection(refused, key_id=int.from_bytes(proof[1:5], "big"))
+        return Rejection(refused)
 
     def admit_batch(
         self,

@@ -37,6 +37,14 @@ class Reason(str, enum.Enum):
     TOKEN_REUSED = "token_reused"
     #: Same token as the mark, but the sequence is missing or does not advance.
     SEQUENCE_REGRESSED = "sequence_regressed"
+    #: A signed write (`Guard.admit_signed`) without a proof.
+    PROOF_MISSING = "proof_missing"
+    #: A signed write whose proof is not of the format (version, length).
+    PROOF_MALFORMED = "proof_malformed"
+    #: A signed write whose proof names a key the `Keys` do not hold (`key_id`).
+    PROOF_UNKNOWN_KEY = "proof_unknown_key"
+    #: A signed write whose proof was not made for its lock and token by its key.
+    PROOF_BAD = "proof_bad"
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,8 @@ class Rejection:
 
     - `stale_token`, `token_reused`: `presented` (the token) and `high_water`;
     - `sequence_regressed`: `token`, `presented` (the sequence, or None) and `last`;
-    - `invalid_token`, `wrong_lock`: none (a wrong lock's evidence is the caller's own fence).
+    - `invalid_token`, `wrong_lock`: none (a wrong lock's evidence is the caller's own fence);
+    - `proof_unknown_key`: `key_id`, the key the proof names; the other proof reasons: none.
     """
 
     reason: Reason
@@ -101,6 +110,7 @@ class Rejection:
     high_water: Optional[int] = None
     token: Optional[int] = None
     last: Optional[int] = None
+    key_id: Optional[int] = None
 
     @property
     def admitted(self) -> bool:
@@ -109,6 +119,42 @@ class Rejection:
 
 #: The answer for one write.
 Decision = Union[Admission, Rejection]
+
+
+#: The algorithms of verifier keys.
+ALGORITHMS = ("ed25519", "hmac-sha256")
+
+
+@dataclass(frozen=True)
+class VerifierKey:
+    """A key the storage trusts to have made proofs: an Ed25519 public key
+    (32 bytes) or an HMAC-SHA256 secret (32 to 64 bytes), named by `id`."""
+
+    id: int
+    algorithm: str
+    material: bytes
+
+
+class Keys:
+    """The keys `Guard.admit_signed` checks proofs with (1 to 64, ids
+    distinct). Checked by the component when a guard first uses them: a bad
+    set raises ValueError there. Rotating keys is making a new `Keys`."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: "list[VerifierKey] | tuple[VerifierKey, ...]") -> None:
+        checked = []
+        for i, k in enumerate(keys):
+            if not isinstance(k, VerifierKey):
+                raise TypeError(f"keys[{i}] must be a VerifierKey, not {type(k).__name__}")
+            if isinstance(k.id, bool) or not isinstance(k.id, int) or not 0 <= k.id <= 0xFFFFFFFF:
+                raise ValueError(f"keys[{i}].id must be an int in 0..4294967295")
+            if k.algorithm not in ALGORITHMS:
+                raise ValueError(f"keys[{i}].algorithm must be one of {', '.join(ALGORITHMS)}, not {k.algorithm!r}")
+            if not isinstance(k.material, (bytes, bytearray)):
+                raise TypeError(f"keys[{i}].material must be bytes, not {type(k.material).__name__}")
+            checked.append(k)
+        self.keys = tuple(checked)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class Grant:
     fencing_token: int
     lease_duration_ms: int
     acquired_at: str
+    #: The lock service's proof for this token and lock (hex), when it signs grants.
+    fencing_proof: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,9 @@ class Client:
         status, a = self._request("POST", "/v1/locks/acquire", body, ok=(200, 409))
         if status == 409:
             return LockRefused(a["resource_id"], a["reason"], a["remaining_lease_ms"])
-        return Grant(a["resource_id"], a["lock_token"], a["fencing_token"], a["lease_duration_ms"], a["acquired_at"])
+        return Grant(
+            a["resource_id"], a["lock_token"], a["fencing_token"], a["lease_duration_ms"], a["acquired_at"], a.get("fencing_proof")
+        )
 
     def renew(self, resource_id: str, lock_token: str) -> int:
         """Extends the lease; returns its duration in ms. A lost lease raises `ApiError` (409/410)."""
@@ -190,8 +194,10 @@ class Client:
         mutation: str = "PUT",
         lock_id: Optional[str] = None,
         sequence: Optional[int] = None,
+        proof: Optional[str] = None,
     ) -> Union[WriteAdmitted, WriteRefused]:
-        """One fenced write (`PUT`, `APPEND` or `DELETE`); a refusal is a `WriteRefused`."""
+        """One fenced write (`PUT`, `APPEND` or `DELETE`); a refusal is a `WriteRefused`.
+        `proof` is the grant's `fencing_proof`, for a server that checks signed writes."""
         check_u64(fencing_token, "fencing_token")
         check_optional_u64(sequence, "sequence")
         payload: dict[str, Any] = {"file_path": file_path, "mutation_type": mutation}
@@ -202,6 +208,8 @@ class Client:
             body["lock_id"] = lock_id
         if sequence is not None:
             body["sequence"] = sequence
+        if proof is not None:
+            body["fencing_proof"] = proof
         status, a = self._request("POST", "/v1/storage/write", body, ok=(200, 409, 503))
         if status != 200:
             if "reason" not in a:

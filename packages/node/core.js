@@ -90,6 +90,12 @@ export class Core {
     this.streamFn = fn(`${IFACE}#admit-stream`);
     this.postBatch = fn(`cabi_post_${IFACE}#admit-batch`, false);
     this.postStream = fn(`cabi_post_${IFACE}#admit-stream`, false);
+    this.setKeysFn = fn(`${IFACE}#set-keys`);
+    this.postSetKeys = fn(`cabi_post_${IFACE}#set-keys`, false);
+    /** `admit-signed` with its twelve flat arguments: the verdict code. */
+    this.signed = fn(`${IFACE}#admit-signed`);
+    /** The Keys installed with `setKeys` (null: none yet). */
+    this.keys = null;
     this.rep = rep;
     /** Lock name to its rep. */
     this.locks = new Map();
@@ -115,6 +121,39 @@ export class Core {
       this.locks.set(name, r);
     }
     return r;
+  }
+
+  /** Copies `bytes` (a Uint8Array) into guest memory; its address. */
+  bytesIn(bytes) {
+    const ptr = this.alloc(bytes.length, 1);
+    new Uint8Array(this.memory.buffer, ptr, bytes.length).set(bytes);
+    return ptr;
+  }
+
+  /**
+   * `set-keys` with `[id, algorithm case, material (Uint8Array)]` each: null
+   * when installed, else `[key-error case, id]`.
+   */
+  setKeys(keys) {
+    const materials = keys.map(([, , m]) => this.bytesIn(m));
+    const ptr = this.alloc(keys.length * 16, 4);
+    const view = new DataView(this.memory.buffer);
+    keys.forEach(([id, algorithm, m], i) => {
+      const at = ptr + 16 * i;
+      for (let b = 0; b < 16; b++) view.setUint8(at + b, 0);
+      view.setUint32(at, id, true);
+      view.setUint8(at + 4, algorithm);
+      view.setUint32(at + 8, materials[i], true);
+      view.setUint32(at + 12, m.length, true);
+    });
+    const ret = this.setKeysFn(ptr, keys.length) >>> 0;
+    if (ret % 4 !== 0 || ret + 12 > this.memory.buffer.byteLength) throw new Error(`bad result pointer ${ret}`);
+    const out = new DataView(this.memory.buffer);
+    const [disc, kase, id] = [out.getUint8(ret), out.getUint8(ret + 4), out.getUint32(ret + 8, true)];
+    if (this.postSetKeys) this.postSetKeys(ret);
+    if (disc === 0) return null;
+    if (disc !== 1 || kase > 3) throw new Error(`set-keys answered discriminants ${disc}, ${kase}`);
+    return [kase, id];
   }
 
   /** A result record of `size` bytes at `ptr`, checked for alignment (8) and bounds. */

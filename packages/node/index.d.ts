@@ -44,6 +44,24 @@ export type Rejection =
 
 export type Decision = Admission | Rejection;
 
+/** A signed write's refusal by its proof (`Guard.admitSigned`). */
+export type ProofRejection =
+  | { admitted: false; reason: 'proof_missing' | 'proof_malformed' | 'proof_bad' }
+  | { admitted: false; reason: 'proof_unknown_key'; keyId: number };
+
+/** A key the storage trusts to have made proofs. */
+export interface VerifierKey {
+  id: number;
+  algorithm: 'ed25519' | 'hmac-sha256';
+  /** The Ed25519 public key (32 bytes) or the HMAC secret (32 to 64 bytes). */
+  material: Uint8Array;
+}
+
+/** The keys `Guard.admitSigned` checks proofs with (checked by the component at first use). */
+export declare class Keys {
+  constructor(keys: VerifierKey[]);
+}
+
 /** One write of a batch. */
 export interface BatchWrite {
   token: U64;
@@ -76,4 +94,6 @@ export declare class Guard {
   admitBatch(current: Fence | null | undefined, lock: string, writes: Array<BatchWrite | U64>, policy?: Policy): BatchOutcome;
   /** Decides sequence-less tokens on a resource whose binding the caller checked; `highWater` 0 means no fence. */
   admitStream(highWater: U64, tokens: Iterable<U64> | BigUint64Array, policy?: Policy): StreamOutcome;
+  /** Decides one signed write: its proof is checked with `keys` first, then the fence as `admit` does. */
+  admitSigned(current: Fence | null | undefined, presented: Sequencer, proof: Uint8Array, keys: Keys, policy?: Policy): Decision | ProofRejection;
 }

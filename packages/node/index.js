@@ -130,6 +130,46 @@ function flatFence(fence, rep) {
   return [1, rep, i64(fence.highWater), s === null ? 0 : 1, s === null ? 0n : i64(s)];
 }
 
+/** The WIT `key-algorithm` case of each algorithm. */
+const ALGORITHMS = new Map([
+  ['ed25519', 0],
+  ['hmac-sha256', 1],
+]);
+
+/** Verdict codes of a proof that does not hold (7, no keys installed, cannot happen: keys go in first). */
+const PROOF_REASONS = new Map([
+  [8, 'proof_missing'],
+  [9, 'proof_malformed'],
+  [10, 'proof_unknown_key'],
+  [11, 'proof_bad'],
+]);
+
+/** Longest proof passed in (a proof is 37 or 69 bytes). */
+const MAX_PROOF = 4096;
+
+const KEY_ERRORS = ['no keys given', 'more than 64 keys', (id) => `two keys have id ${id}`, (id) => `key ${id} is not a key of its algorithm`];
+
+/**
+ * The keys `Guard.admitSigned` checks proofs with: `{id, algorithm
+ * ('ed25519' or 'hmac-sha256'), material (Uint8Array)}` each. Checked by the
+ * component when a guard first uses them (a bad set throws there). Rotating
+ * keys is making a new `Keys`.
+ */
+export class Keys {
+  constructor(keys) {
+    if (!Array.isArray(keys)) throw new TypeError('keys must be an array');
+    this.keys = keys.map((k, i) => {
+      if (k === null || typeof k !== 'object') throw new TypeError(`keys[${i}] must be an object`);
+      if (!Number.isInteger(k.id) || k.id < 0 || k.id > 0xffffffff) throw new RangeError(`keys[${i}].id must be an integer in 0..4294967295`);
+      const algorithm = ALGORITHMS.get(k.algorithm);
+      if (algorithm === undefined) throw new RangeError(`keys[${i}].algorithm must be ed25519 or hmac-sha256, got ${k.algorithm}`);
+      if (!(k.material instanceof Uint8Array)) throw new TypeError(`keys[${i}].material must be a Uint8Array`);
+      return [k.id, algorithm, k.material.slice()];
+    });
+    Object.freeze(this);
+  }
+}
+
 export class Guard {
   /**
    * @param {{maxLocks?: number, component?: Uint8Array}} [options]
@@ -180,6 +220,45 @@ export class Guard {
     const s = sequence === null ? 0n : i64(sequence);
     const c = this.core.code(f[0], f[1], f[2], f[3], f[4], rep, i64(token), sequence === null ? 0 : 1, s, p);
     return answer(code(c), fence, token, sequence);
+  }
+
+  /**
+   * Decides one signed write: `proof` (a Uint8Array, the grant's
+   * `fencing_proof`) must show that the lock service granted the presented
+   * token for the presented lock, under one of `keys`; then the write is
+   * decided as `admit` decides it. A proof that does not hold is a refusal
+   * with a `proof_*` reason, whatever the token.
+   */
+  admitSigned(current, presented, proof, keys, policy) {
+    const fence = fenceOf(current, 'current');
+    if (presented === null || typeof presented !== 'object') throw new TypeError('presented must be a sequencer object');
+    if (!(keys instanceof Keys)) throw new TypeError('keys must be a Keys');
+    if (!(proof instanceof Uint8Array)) throw new TypeError('proof must be a Uint8Array');
+    if (proof.length > MAX_PROOF) throw new RangeError(`proof is ${proof.length} bytes, more than ${MAX_PROOF}`);
+    const token = u64(presented.token, 'presented.token');
+    const sequence = optionalU64(presented.sequence, 'presented.sequence');
+    const p = policyOf(policy);
+    const [fenceRep, rep] = this.reps(fence === null ? null : fence.lock, presented.lock, 'presented.lock');
+    const core = this.core;
+    if (core.keys !== keys) {
+      const refused = core.setKeys(keys.keys);
+      if (refused !== null) {
+        const why = KEY_ERRORS[refused[0]];
+        throw new RangeError(`verifier keys refused: ${typeof why === 'function' ? why(refused[1]) : why}`);
+      }
+      core.keys = keys;
+    }
+    const f = flatFence(fence, fenceRep);
+    const ptr = core.bytesIn(proof);
+    const s = sequence === null ? 0n : i64(sequence);
+    const c = core.signed(f[0], f[1], f[2], f[3], f[4], rep, i64(token), sequence === null ? 0 : 1, s, ptr, proof.length, p);
+    const refused = PROOF_REASONS.get(c);
+    if (refused === undefined) return answer(code(c), fence, token, sequence);
+    if (refused === 'proof_unknown_key') {
+      if (proof.length < 5) throw impossible(refused);
+      return { admitted: false, reason: refused, keyId: new DataView(proof.buffer, proof.byteOffset).getUint32(1, false) };
+    }
+    return { admitted: false, reason: refused };
   }
 
   /**

@@ -9,6 +9,7 @@
 
 use super::check::{self, Report};
 use super::client::{self, Answer, LOG_FILE, VALUE_FILE};
+use super::forger::{self, FORGER, ForgerConfig};
 use super::history::{Header, HistoryWriter, OpKind, Outcome, Phase, Record, now_us, read_history};
 use super::nemesis::{self, Targets};
 use super::proxy::Proxy;
@@ -47,6 +48,12 @@ pub struct CampaignConfig {
     /// does by default): grants answered ahead of their journal's sync then
     /// live through its kills and restarts; otherwise with `each-grant`.
     pub background_grants: bool,
+    /// Signed tokens: a key from `fencing admin keygen`, the lock service
+    /// signing every grant (`--signing-key`) and the storage checking every
+    /// write's proof (`--verify-keys`); the clients send their grant's proof.
+    pub signed: bool,
+    /// Run the forger ([`super::forger`]) beside the clients.
+    pub forger: bool,
 }
 
 impl CampaignConfig {
@@ -159,8 +166,13 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     if !cfg.fencing {
         extra.push("--no-fencing".to_string());
     }
+    let mut lock_args = auth_args.clone();
+    if cfg.signed {
+        let (key, public) = signing_keys(cfg)?;
+        extra.extend(["--verify-keys".to_string(), public]);
+        lock_args.extend(["--signing-key".to_string(), key]);
+    }
     let mut storage = Server::new(&cfg.exe, "storage", free_addr()?, &cfg.work_dir, extra);
-    let mut lock_args = auth_args;
     let lease_sync = if cfg.background_grants { "background" } else { "each-grant" };
     lock_args.extend(["--lease-sync".to_string(), lease_sync.to_string()]);
     let mut locks = Server::new(&cfg.exe, "locks", free_addr()?, &cfg.work_dir, lock_args);
@@ -179,6 +191,10 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
             (format!("http://{}", locks_proxy.addr), format!("http://{}", storage_proxy.addr));
         children.push(spawn_client(Command::new(&cfg.exe), cfg, id, &locks_url, &storage_url, until_us)?);
     }
+    let forger = match cfg.forger {
+        true => Some(spawn_forger(cfg, &storage_url, deadline)?),
+        false => None,
+    };
     let targets = Targets {
         storage: &mut storage,
         locks: &mut locks,
@@ -190,12 +206,51 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
     let fault_result = nemesis::run(targets, &mut rng, &own, deadline, readback).await;
 
     wait_clients(&mut children).await;
+    if let Some(forger) = forger {
+        forger.await.context("the forger")??;
+    }
     fault_result?;
     read_all(&storage_url, &resources, Phase::Final, &own).await?;
     storage.stop();
     locks.stop();
     drop(own);
-    merge_and_check(cfg, &ids)
+    let mut histories = ids;
+    histories.extend(cfg.forger.then(|| FORGER.to_string()));
+    merge_and_check(cfg, &histories)
+}
+
+/// Makes the campaign's signing key with `fencing admin keygen` (a fresh one
+/// each run); the paths of the signing and verify-key files.
+fn signing_keys(cfg: &CampaignConfig) -> anyhow::Result<(String, String)> {
+    let key = cfg.work_dir.join("signing.key");
+    let public = cfg.work_dir.join("signing.key.pub");
+    for path in [&key, &public] {
+        let _ = std::fs::remove_file(path);
+    }
+    let out = Command::new(&cfg.exe).args(["admin", "keygen", "--id", "1", "--out"]).arg(&key).output()?;
+    anyhow::ensure!(out.status.success(), "fencing admin keygen: {}", String::from_utf8_lossy(&out.stderr));
+    Ok((key.display().to_string(), public.display().to_string()))
+}
+
+/// Starts the forger on the campaign's runtime, writing straight to the storage.
+fn spawn_forger(
+    cfg: &CampaignConfig,
+    storage_url: &str,
+    until: Instant,
+) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    let history = HistoryWriter::create(&cfg.work_dir.join(format!("{FORGER}.jsonl")))?;
+    let bearer = match cfg.auth {
+        true => Some(fencing_api::auth::read_token_file(&auth_token_path(cfg))?),
+        false => None,
+    };
+    let forger = ForgerConfig {
+        storage_url: storage_url.to_string(),
+        resources: cfg.resource_ids(),
+        seed: cfg.seed ^ fxhash(FORGER),
+        until,
+        bearer,
+    };
+    Ok(tokio::spawn(forger::run(forger, history)))
 }
 
 /// Opens the campaign's own history and writes its header; `replication` is

@@ -9,6 +9,7 @@
 //! Every written value is unique (`client/token/sequence`), which lets the
 //! checker trace stored data back to the write that produced it. A write
 //! rejected by the fence ends the holder's turn: it knows it lost the lock.
+//! A grant's proof (servers that sign grants) goes with each of its writes.
 
 use super::history::{HistoryWriter, Op, OpKind, Outcome, Record, now_us};
 use super::wire::{AcquireResponse, WriteResponse};
@@ -151,10 +152,10 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
         let granted = settle(&mut op, answer).and_then(|b| serde_json::from_value::<AcquireResponse>(b).ok());
         // The lease as granted: a lock service may round the requested one up
         // (etcd grants whole seconds, at least two).
-        let grant = granted
-            .filter(|g| g.lock_acquired)
-            .and_then(|g| Some((g.fencing_token?, g.lock_token?, g.lease_duration_ms.unwrap_or(lease))));
-        if let Some((token, lease_id, _)) = &grant {
+        let grant = granted.filter(|g| g.lock_acquired).and_then(|g| {
+            Some((g.fencing_token?, g.lock_token?, g.lease_duration_ms.unwrap_or(lease), g.fencing_proof))
+        });
+        if let Some((token, lease_id, _, _)) = &grant {
             op.token = Some(*token);
             op.lock_token = Some(lease_id.clone());
         } else if op.outcome == Outcome::Ok {
@@ -162,7 +163,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
             op.reason = Some("not_acquired".into());
         }
         history.write(&Record::Op(op))?;
-        let Some((token, lease_id, granted_ms)) = grant else {
+        let Some((token, lease_id, granted_ms, proof)) = grant else {
             tokio::time::sleep(Duration::from_millis(rng.random_range(10..100))).await;
             continue;
         };
@@ -192,7 +193,7 @@ pub async fn run(cfg: ClientConfig) -> anyhow::Result<()> {
                 write_payload: WritePayload { file_path: file.to_string(), mutation_type: mutation, bytes },
                 lock_id: Some(resource.clone()),
                 sequence: Some(seq),
-                fencing_proof: None,
+                fencing_proof: proof.clone(),
             };
             op.start_us = now_us();
             let answer = send(http.post(format!("{}/v1/storage/write", cfg.storage_url)).json(&body)).await;

@@ -9,6 +9,7 @@
 //! - [`history`]: the JSON-lines history format (requests, outcomes, faults, restarts).
 //! - [`check`]: the checker (also `fencing chaos check FILE`).
 //! - [`client`]: one client process: acquire -> writes with sequences -> release, recorded.
+//! - [`forger`]: a client that writes with made-up tokens above the high-water mark.
 //! - [`proxy`]: the loopback TCP proxy that delays or drops client requests.
 //! - [`servers`]: the lock service and storage server as restartable child processes.
 //! - [`nemesis`]: the fault schedule (SIGSTOP/SIGCONT clients, SIGKILL servers, proxy faults).
@@ -22,6 +23,7 @@ pub mod campaign;
 pub mod check;
 pub mod client;
 pub mod cluster;
+pub mod forger;
 pub mod history;
 pub mod nemesis;
 pub mod netns;

@@ -32,6 +32,9 @@ pub struct AcquireResponse {
     pub fencing_token: Option<u64>,
     #[serde(default)]
     pub lease_duration_ms: Option<u64>,
+    /// The lock service's proof for the token (servers that sign grants).
+    #[serde(default)]
+    pub fencing_proof: Option<String>,
 }
 
 /// The parts of `GET /v1/storage/read` the checker needs: the bytes and the

@@ -16,6 +16,9 @@
 //!   before the read was sent (`lost_write`), never a rejected write
 //!   (`rejected_write_visible`) nor bytes no write produced (`unknown_data`),
 //!   and a fence high-water mark not below an acknowledged token (`high_water_regressed`).
+//! - **Grants** ([`grants`]): every admitted write carries a token its writer
+//!   was granted for that lock (`forged_token_admitted`): what a client that
+//!   makes up tokens (the campaign's forger) gets through without signed tokens.
 //! - **Final state** ([`data`]): the data read at the end equals replaying the
 //!   admitted writes in admission order; writes with unknown outcome may or may
 //!   not be included (`final_state_mismatch`).
@@ -29,6 +32,7 @@
 //! the other's `start_us`), so concurrent requests are never misjudged.
 
 pub mod data;
+pub mod grants;
 pub mod order;
 
 use super::history::{NemesisKind, Op, OpKind, Outcome, Record, is_database};
@@ -134,6 +138,7 @@ pub fn check(records: &[Record]) -> Report {
     count(records, &ops, &mut report.summary);
     order::check_writes(&ops, strict, &mut report);
     order::check_lock_tokens(&ops, &mut report);
+    grants::check_grants(&ops, &mut report);
     data::check_reads(&ops, fencing, &mut report);
     data::check_final(&ops, &mut report);
     report

@@ -228,11 +228,30 @@ fn concurrent_writes_are_not_judged_by_arrival() {
     // Token 1's write overlaps token 2's: the fence may have admitted it first.
     let h = vec![
         header("non_decreasing"),
+        acquire("c1", 1, 0, 0),
+        acquire("c2", 2, 0, 5),
         append("c1", 1, 1, 0, 100, Outcome::Ok),
         append("c2", 2, 1, 10, 20, Outcome::Ok),
         read("log", Some("c1/1/1\nc2/2/1\n"), 200, Phase::Final, Some(2)),
     ];
     assert!(check(&h).is_valid(), "{:?}", check(&h).violations);
+}
+
+#[test]
+fn a_write_under_a_token_its_writer_was_never_granted_is_forged() {
+    let mut h = clean();
+    assert!(check(&h).is_valid());
+    // A forger writes above every granted token and is refused: nothing to report.
+    h.push(append("forger", 99, 0, 500, 510, Outcome::Fail));
+    assert!(check(&h).is_valid(), "{:?}", check(&h).violations);
+    // Admitted, it is: the storage took a token the lock service never gave it.
+    let last = h.len() - 1;
+    h[last] = append("forger", 99, 0, 500, 510, Outcome::Ok);
+    assert!(kinds(&check(&h)).contains(&"forged_token_admitted"), "{:?}", check(&h).violations);
+    // A client's own granted token under another client's name is forged too.
+    let mut h = clean();
+    h.push(append("c9", 1, 5, 900, 910, Outcome::Ok));
+    assert!(kinds(&check(&h)).contains(&"forged_token_admitted"));
 }
 
 #[test]

@@ -88,6 +88,16 @@ struct RunArgs {
     /// Start both servers with `--auth-token-file` (a random token) and have the clients send it.
     #[arg(long)]
     auth: bool,
+    /// Signed tokens: a fresh key (`fencing admin keygen`), the lock service signing every
+    /// grant and the storage checking every write's proof; the clients send their grants'
+    /// proofs. Local topology only.
+    #[arg(long)]
+    signed: bool,
+    /// Add a forger: a client that writes with made-up tokens just above each resource's
+    /// high-water mark, without a lease or a proof. Without `--signed` its admitted writes
+    /// are violations (`forged_token_admitted`). Local topology only.
+    #[arg(long)]
+    forger: bool,
     /// When the lock service answers a grant (`fencing serve --lease-sync`) [default:
     /// background, as served]: `background` puts grants answered ahead of their journal's
     /// sync through the kills and restarts, `each-grant` grants answered once synced.
@@ -211,6 +221,12 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.clients == 0 || a.resources == 0 || a.seconds == 0 {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
+    if a.topology == Topology::Cluster && (a.signed || a.forger) {
+        return Err(super::usage("--signed and --forger are for the local topology"));
+    }
+    if a.signed && a.no_fencing {
+        return Err(super::usage("--signed and --no-fencing contradict each other"));
+    }
     if a.topology == Topology::Local && (a.replication.is_some() || a.pg_guard.is_some()) {
         return Err(super::usage("--replication and --pg-guard are for the cluster topology"));
     }
@@ -246,12 +262,14 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let background_grants = a.lease_sync.unwrap_or_default() == LeaseSync::Background;
     eprintln!(
-        "chaos: {} topology, seed {seed}, {}s, {} clients, {} resources, fencing {}, auth {}, lease sync {}, history {}",
+        "chaos: {} topology, seed {seed}, {}s, {} clients{}, {} resources, fencing {}, signed tokens {}, auth {}, lease sync {}, history {}",
         format!("{:?}", a.topology).to_lowercase(),
         a.seconds,
         a.clients,
+        if a.forger { " and a forger" } else { "" },
         a.resources,
         if a.no_fencing { "off" } else { "on" },
+        if a.signed { "on" } else { "off" },
         if a.auth { "on" } else { "off" },
         if background_grants { "background" } else { "each grant" },
         history.display()
@@ -268,6 +286,8 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
         exe: std::env::current_exe().context("locate the fencing binary")?,
         auth: a.auth,
         background_grants,
+        signed: a.signed,
+        forger: a.forger,
     };
     let campaign::Finished { records, report } = match a.topology {
         Topology::Local => runtime()?.block_on(campaign::run(&cfg))?,
@@ -288,15 +308,20 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &a.report {
         write_page(dir, &cfg.history, &records, &report)?;
     }
-    if remove_after && report.is_valid() == cfg.fencing && !cfg.history.starts_with(&cfg.work_dir) {
+    // Violations are what a run without fencing, or with a forger and no signed tokens, should show.
+    let violations_expected = !cfg.fencing || (cfg.forger && !cfg.signed);
+    if remove_after && report.is_valid() != violations_expected && !cfg.history.starts_with(&cfg.work_dir) {
         let _ = std::fs::remove_dir_all(&cfg.work_dir);
     } else {
         eprintln!("chaos: work directory kept at {}", cfg.work_dir.display());
     }
     print(&report);
-    let expected = if cfg.fencing { report.is_valid() } else { !report.is_valid() };
+    let expected = report.is_valid() != violations_expected;
     if !cfg.fencing {
         eprintln!("chaos: fencing disabled, {} violations found (expected at least one)", report.summary.violations);
+    } else if violations_expected {
+        let forged = report.summary.violation_kinds.get("forged_token_admitted").copied().unwrap_or(0);
+        eprintln!("chaos: a forger without signed tokens, {forged} forged writes admitted (expected at least one)");
     }
     Ok(if expected { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -58,6 +58,8 @@ async fn run(fencing: bool, seed: u64, background_grants: bool) -> fencing_chaos
         // The fenced run also exercises authentication: servers demand the token, clients send it.
         auth: fencing,
         background_grants,
+        signed: false,
+        forger: false,
     };
     let report = campaign::run(&cfg).await.unwrap().report;
     // The merged history on disk checks the same as the report.

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -126,8 +127,12 @@ type core struct {
 	realloc, newLock, code api.Function
 	batchFn, streamFn      api.Function
 	postBatch, postStream  api.Function
+	setKeysFn, postSetKeys api.Function
+	signedFn               api.Function
 	locks                  map[string]uint32
 	stack                  []uint64
+	// keys is the Keys installed with setKeys (nil: none yet).
+	keys *Keys
 }
 
 func newCore(e *engine) (*core, error) {
@@ -136,7 +141,7 @@ func newCore(e *engine) (*core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guard: instantiate the core module: %w", err)
 	}
-	c := &core{mod: mod, mem: mod.Memory(), locks: map[string]uint32{}, stack: make([]uint64, 10)}
+	c := &core{mod: mod, mem: mod.Memory(), locks: map[string]uint32{}, stack: make([]uint64, 12)}
 	if c.mem == nil {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("guard: the module exports no memory")
@@ -153,6 +158,9 @@ func newCore(e *engine) (*core, error) {
 		{&c.streamFn, iface + "#admit-stream", true},
 		{&c.postBatch, "cabi_post_" + iface + "#admit-batch", false},
 		{&c.postStream, "cabi_post_" + iface + "#admit-stream", false},
+		{&c.setKeysFn, iface + "#set-keys", true},
+		{&c.postSetKeys, "cabi_post_" + iface + "#set-keys", false},
+		{&c.signedFn, iface + "#admit-signed", true},
 	} {
 		*f.fn = mod.ExportedFunction(f.name)
 		if *f.fn == nil && f.required {
@@ -236,6 +244,83 @@ func (c *core) admitCode(current *Fence, fenceRep, rep uint32, p Sequencer, poli
 	c.stack[7], c.stack[8] = flatSequence(p.Sequence)
 	c.stack[9] = uint64(policy)
 	return c.call(c.code, 10)
+}
+
+// bytesIn copies b into guest memory; its address.
+func (c *core) bytesIn(b []byte) (uint32, error) {
+	ptr, err := c.alloc(uint32(len(b)), 1)
+	if err != nil {
+		return 0, err
+	}
+	c.mem.Write(ptr, b)
+	return ptr, nil
+}
+
+// setKeys calls set-keys: refused with the key-error case and its id, or installed.
+func (c *core) setKeys(keys []VerifierKey) (refused bool, kase uint8, id uint32, err error) {
+	records := make([]byte, 16*len(keys))
+	for i, k := range keys {
+		ptr, err := c.bytesIn(k.Material)
+		if err != nil {
+			return false, 0, 0, err
+		}
+		r := records[16*i:]
+		binary.LittleEndian.PutUint32(r[0:], k.ID)
+		r[4] = byte(k.Algorithm)
+		binary.LittleEndian.PutUint32(r[8:], ptr)
+		binary.LittleEndian.PutUint32(r[12:], uint32(len(k.Material)))
+	}
+	ptr, err := c.bytesIn4(records)
+	if err != nil {
+		return false, 0, 0, err
+	}
+	c.stack[0], c.stack[1] = uint64(ptr), uint64(len(keys))
+	ret, err := c.call(c.setKeysFn, 2)
+	if err != nil {
+		return false, 0, 0, err
+	}
+	at := uint32(ret)
+	result, ok := c.mem.Read(at, 12)
+	if !ok || at%4 != 0 {
+		return false, 0, 0, &ModuleError{Cause: fmt.Sprintf("bad result pointer %d", at)}
+	}
+	disc, kase, id := result[0], result[4], binary.LittleEndian.Uint32(result[8:])
+	if c.postSetKeys != nil {
+		c.stack[0] = ret
+		if _, err := c.call(c.postSetKeys, 1); err != nil {
+			return false, 0, 0, err
+		}
+	}
+	switch {
+	case disc == 0:
+		return false, 0, 0, nil
+	case disc == 1 && kase <= 3:
+		return true, kase, id, nil
+	}
+	return false, 0, 0, &ModuleError{Cause: fmt.Sprintf("set-keys answered discriminants %d, %d", disc, kase)}
+}
+
+// bytesIn4 copies b into guest memory aligned to 4; its address.
+func (c *core) bytesIn4(b []byte) (uint32, error) {
+	ptr, err := c.alloc(uint32(len(b)), 4)
+	if err != nil {
+		return 0, err
+	}
+	c.mem.Write(ptr, b)
+	return ptr, nil
+}
+
+// admitSigned calls admit-signed: the verdict code.
+func (c *core) admitSigned(current *Fence, fenceRep, rep uint32, p Sequencer, proof []byte, policy Policy) (uint64, error) {
+	ptr, err := c.bytesIn(proof)
+	if err != nil {
+		return 0, err
+	}
+	c.flatFence(current, fenceRep)
+	c.stack[5], c.stack[6] = uint64(rep), p.Token
+	c.stack[7], c.stack[8] = flatSequence(p.Sequence)
+	c.stack[9], c.stack[10], c.stack[11] = uint64(ptr), uint64(len(proof)), uint64(policy)
+	return c.call(c.signedFn, 12)
 }
 
 // record checks a result record of size bytes at ptr (alignment 8, bounds).

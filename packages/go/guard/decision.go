@@ -58,16 +58,22 @@ type Write struct {
 type Verdict uint8
 
 const (
-	Admitted          Verdict = 0 // the token equals the mark (same term)
-	AdmittedNewTerm   Verdict = 1 // the token is above the mark, or the first
-	InvalidToken      Verdict = 2 // token 0
-	WrongLock         Verdict = 3 // the fence is bound to another lock
-	StaleToken        Verdict = 4 // the token is below the mark
-	TokenReused       Verdict = 5 // the mark again, under StrictlyIncreasing
-	SequenceRegressed Verdict = 6 // the mark's token with a sequence not above the last
+	Admitted          Verdict = 0  // the token equals the mark (same term)
+	AdmittedNewTerm   Verdict = 1  // the token is above the mark, or the first
+	InvalidToken      Verdict = 2  // token 0
+	WrongLock         Verdict = 3  // the fence is bound to another lock
+	StaleToken        Verdict = 4  // the token is below the mark
+	TokenReused       Verdict = 5  // the mark again, under StrictlyIncreasing
+	SequenceRegressed Verdict = 6  // the mark's token with a sequence not above the last
+	ProofNoKeys       Verdict = 7  // AdmitSigned only: no keys installed (never returned: keys go in first)
+	ProofMissing      Verdict = 8  // AdmitSigned only: the write carries no proof
+	ProofMalformed    Verdict = 9  // AdmitSigned only: not a proof of this format
+	ProofUnknownKey   Verdict = 10 // AdmitSigned only: the proof names a key not held (KeyID)
+	ProofBad          Verdict = 11 // AdmitSigned only: not made for this lock and token by its key
 )
 
-var verdictNames = [...]string{"admitted", "admitted_new_term", "invalid_token", "wrong_lock", "stale_token", "token_reused", "sequence_regressed"}
+var verdictNames = [...]string{"admitted", "admitted_new_term", "invalid_token", "wrong_lock", "stale_token", "token_reused", "sequence_regressed",
+	"proof_no_keys", "proof_missing", "proof_malformed", "proof_unknown_key", "proof_bad"}
 
 // String is the reason name the HTTP API and the metrics use.
 func (v Verdict) String() string {
@@ -84,7 +90,9 @@ func (v Verdict) String() string {
 //   - StaleToken, TokenReused: Presented is the token, HighWater the mark;
 //   - SequenceRegressed: Token is the token, Sequence the presented
 //     sequence, Last the fence's last sequence;
-//   - InvalidToken, WrongLock: no evidence.
+//   - InvalidToken, WrongLock: no evidence;
+//   - ProofUnknownKey: KeyID, the key the proof names; the other proof
+//     verdicts: no evidence.
 type Decision struct {
 	Verdict   Verdict
 	HighWater uint64
@@ -92,6 +100,7 @@ type Decision struct {
 	Presented uint64
 	Token     uint64
 	Last      uint64
+	KeyID     uint32
 }
 
 // Admitted reports whether the write may be applied.

@@ -31,6 +31,11 @@ final class Core {
     private final ExportFunction streamFn;
     private final ExportFunction postBatch;
     private final ExportFunction postStream;
+    private final ExportFunction setKeysFn;
+    private final ExportFunction postSetKeys;
+    private final ExportFunction signedFn;
+    /** The keys installed with {@link #setKeys} (null: none yet). */
+    Keys keys;
     private final Map<Integer, Integer> handles = new HashMap<>();
     private int nextHandle = 1;
     final Map<String, Integer> locks = new HashMap<>();
@@ -69,6 +74,9 @@ final class Core {
         streamFn = required(instance, Component.IFACE + "#admit-stream");
         postBatch = optional(instance, "cabi_post_" + Component.IFACE + "#admit-batch");
         postStream = optional(instance, "cabi_post_" + Component.IFACE + "#admit-stream");
+        setKeysFn = required(instance, Component.IFACE + "#set-keys");
+        postSetKeys = optional(instance, "cabi_post_" + Component.IFACE + "#set-keys");
+        signedFn = required(instance, Component.IFACE + "#admit-signed");
     }
 
     private static ExportFunction required(Instance instance, String name) {
@@ -80,11 +88,13 @@ final class Core {
     }
 
     private static ExportFunction optional(Instance instance, String name) {
-        try {
-            return instance.exportType(name) == null ? null : instance.export(name);
-        } catch (ChicoryException e) {
-            return null;
+        var exports = instance.module().exportSection();
+        for (int i = 0; i < exports.exportCount(); i++) {
+            if (exports.getExport(i).name().equals(name)) {
+                return instance.export(name);
+            }
         }
+        return null;
     }
 
     private int rep(int handle) {
@@ -145,6 +155,56 @@ final class Core {
         OptionalLong s = p.sequence();
         return call(code, f[0], f[1], f[2], f[3], f[4], rep, p.token(), s.isPresent() ? 1 : 0, s.orElse(0),
                 policy.ordinal());
+    }
+
+    private int bytesIn(byte[] bytes, int align) {
+        int ptr = alloc(bytes.length, align);
+        memory.write(ptr, bytes);
+        return ptr;
+    }
+
+    /** {@code set-keys}: null when installed, else the {@code key-error} case and its id. */
+    long[] setKeys(Keys set) {
+        List<Keys.Key> list = set.keys;
+        byte[] records = new byte[16 * list.size()];
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(records).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < list.size(); i++) {
+            Keys.Key k = list.get(i);
+            byte[] material = k.material();
+            int ptr = bytesIn(material, 1);
+            b.putInt(16 * i, (int) k.id());
+            b.put(16 * i + 4, (byte) k.algorithm().ordinal());
+            b.putInt(16 * i + 8, ptr);
+            b.putInt(16 * i + 12, material.length);
+        }
+        int ptr = bytesIn(records, 4);
+        long ret = Integer.toUnsignedLong((int) call(setKeysFn, ptr, list.size()));
+        if (ret % 4 != 0 || ret + 12 > memorySize()) {
+            throw new GuardException("bad result pointer " + ret);
+        }
+        int at = (int) ret;
+        long disc = memory.readU8(at);
+        long kase = memory.readU8(at + 4);
+        long id = Integer.toUnsignedLong(memory.readInt(at + 8));
+        if (postSetKeys != null) {
+            call(postSetKeys, at);
+        }
+        if (disc == 0) {
+            return null;
+        }
+        if (disc != 1 || kase > 3) {
+            throw new GuardException("set-keys answered discriminants " + disc + ", " + kase);
+        }
+        return new long[] {kase, id};
+    }
+
+    /** {@code admit-signed}: the verdict code. */
+    long admitSigned(Fence current, int fenceRep, int rep, Sequencer p, byte[] proof, Policy policy) {
+        int ptr = bytesIn(proof, 1);
+        long[] f = flatFence(current, fenceRep);
+        OptionalLong s = p.sequence();
+        return call(signedFn, f[0], f[1], f[2], f[3], f[4], rep, p.token(), s.isPresent() ? 1 : 0, s.orElse(0),
+                ptr, proof.length, policy.ordinal());
     }
 
     private int record(long ret, int size) {

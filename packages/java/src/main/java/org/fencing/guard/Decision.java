@@ -9,7 +9,8 @@ public sealed interface Decision
                 Decision.WrongLock,
                 Decision.StaleToken,
                 Decision.TokenReused,
-                Decision.SequenceRegressed {
+                Decision.SequenceRegressed,
+                Decision.ProofRefused {
 
     /** Whether the write may be applied. */
     default boolean admitted() {
@@ -53,6 +54,13 @@ public sealed interface Decision
             return Verdict.TOKEN_REUSED.reason();
         }
     }
+
+    /**
+     * A signed write ({@link Guard#admitSigned}) whose proof does not show the lock service granted
+     * its token for its lock: {@code proof_missing}, {@code proof_malformed}, {@code
+     * proof_unknown_key} (with {@code keyId}, the key the proof names) or {@code proof_bad}.
+     */
+    record ProofRefused(String reason, OptionalLong keyId) implements Decision {}
 
     /** The mark's token with a sequence not above the last one admitted. */
     record SequenceRegressed(long token, OptionalLong presented, long last) implements Decision {

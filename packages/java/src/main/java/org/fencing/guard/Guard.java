@@ -123,6 +123,60 @@ public final class Guard implements AutoCloseable {
      * Decides writes to one resource under one lock, in order, each against
      * the fence the admitted ones before it leave.
      */
+    /** Longest proof passed in (a proof is 37 or 69 bytes). */
+    private static final int MAX_PROOF = 4096;
+
+    private static final String[] KEY_ERRORS = {
+        "no keys given", "more than 64 keys", "two keys have id %d", "key %d is not a key of its algorithm"
+    };
+
+    /**
+     * Decides one signed write: {@code proof} (the grant's {@code fencing_proof}, as bytes) must
+     * show that the lock service granted the presented token for the presented lock, under one of
+     * {@code keys}; then the write is decided as {@link #admit} decides it. A proof that does not
+     * hold is a {@link Decision.ProofRefused}, whatever the token.
+     *
+     * @throws IllegalArgumentException when the component refuses {@code keys}
+     */
+    public synchronized Decision admitSigned(Fence current, Sequencer presented, byte[] proof, Keys keys, Policy policy) {
+        Objects.requireNonNull(presented, "presented");
+        Objects.requireNonNull(proof, "proof");
+        Objects.requireNonNull(keys, "keys");
+        Objects.requireNonNull(policy, "policy");
+        if (proof.length > MAX_PROOF) {
+            throw new IllegalArgumentException("proof is " + proof.length + " bytes, more than " + MAX_PROOF);
+        }
+        int[] reps = reps(current, presented.lock(), "presented.lock");
+        Core c = core;
+        if (c.keys != keys) {
+            long[] refused = guarded(() -> c.setKeys(keys));
+            if (refused != null) {
+                throw new IllegalArgumentException(
+                        "verifier keys refused: " + String.format(KEY_ERRORS[(int) refused[0]], refused[1]));
+            }
+            c.keys = keys;
+        }
+        long code = guarded(() -> c.admitSigned(current, reps[0], reps[1], presented, proof, policy));
+        return switch ((int) code) {
+            case 8 -> new Decision.ProofRefused("proof_missing", OptionalLong.empty());
+            case 9 -> new Decision.ProofRefused("proof_malformed", OptionalLong.empty());
+            case 10 -> {
+                if (proof.length < 5) {
+                    core = null;
+                    throw new GuardException("proof_unknown_key for a proof that names no key");
+                }
+                long id = java.nio.ByteBuffer.wrap(proof, 1, 4).getInt() & 0xffffffffL;
+                yield new Decision.ProofRefused("proof_unknown_key", OptionalLong.of(id));
+            }
+            case 11 -> new Decision.ProofRefused("proof_bad", OptionalLong.empty());
+            default -> guarded(() -> decision(
+                    code,
+                    current == null ? null : new FenceState(current.highWater(), current.sequence()),
+                    presented.token(),
+                    presented.sequence()));
+        };
+    }
+
     public synchronized BatchOutcome admitBatch(Fence current, String lock, List<Write> writes, Policy policy) {
         Objects.requireNonNull(writes, "writes");
         Objects.requireNonNull(policy, "policy");

@@ -11,6 +11,8 @@
 //! | `fencing_fence(resource)` | the resource's mark as JSON (`fence_in_row.rs`: the fence row, raised by a carrier row), NULL without one |
 //! | `fencing_check_row(..)`, `fencing_pending(..)` | called by the triggers: decide a row, then hand the new fence row to the upsert (`check_row.rs`) |
 //! | `fencing_presented_token()`, `_lock()`, `_sequence()` | what this connection presents |
+//! | `fencing_set_keys(id, algorithm, key, ...)` | this connection's verifier keys for signed tokens (`signed.rs`); `NULL` forgets them |
+//! | `fencing_admit_signed(current_lock, current_high_water, current_sequence, lock, token, sequence, proof [, policy])` | `fencing_admit` for a signed write: its proof first |
 //!
 //! SQL integers are signed 64-bit, so tokens and sequences above 2^63-1
 //! cannot be presented here; a negative one is refused, never reinterpreted
@@ -22,7 +24,7 @@ use crate::fence_in_row;
 use crate::guard::{Decider, or_embedded};
 use crate::protect;
 use crate::session::{Presented, Session};
-use fencing_runtime::{Fence, Rejection, Sequencer};
+use fencing_runtime::{Decision, Fence, Rejection, Sequencer};
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::{Connection, Result};
 use std::path::Path;
@@ -57,6 +59,10 @@ pub fn register(db: Connection) -> Result<bool> {
     db.create_scalar_function(c"fencing_use_plugin", 1, direct, move |ctx| use_plugin(ctx, &s))?;
     let s = session.clone();
     db.create_scalar_function(c"fencing_guard_info", 0, utf8, move |_| Ok(decider(&s)?.info()))?;
+    let s = session.clone();
+    db.create_scalar_function(c"fencing_set_keys", -1, direct, move |ctx| crate::signed::set_keys(ctx, &s))?;
+    let s = session.clone();
+    db.create_scalar_function(c"fencing_admit_signed", -1, utf8, move |ctx| crate::signed::admit_signed(ctx, &s))?;
     db.create_scalar_function(c"fencing_protect", -1, direct, protect::protect)?;
     db.create_scalar_function(c"fencing_unprotect", 1, direct, protect::unprotect)?;
     Ok(false)
@@ -89,15 +95,20 @@ fn admit(ctx: &Context<'_>, s: &Session) -> Result<String> {
     let decision = decider(s)?
         .decide(current.as_ref(), &presented, policy)
         .map_err(|why| fail(format!("fencing: the guard could not decide ({why})")))?;
-    Ok(match decision {
+    Ok(decision_json(&decision))
+}
+
+/// A decision as the JSON `fencing_admit` answers.
+pub fn decision_json(decision: &Decision) -> String {
+    match decision {
         Ok(a) => format!(
             r#"{{"admitted":true,"high_water":{},"sequence":{},"new_term":{}}}"#,
             a.high_water,
             json_opt(a.sequence),
             a.new_term
         ),
-        Err(r) => format!(r#"{{"admitted":false,"reason":"{}"{}}}"#, r.reason(), evidence_json(&r)),
-    })
+        Err(r) => format!(r#"{{"admitted":false,"reason":"{}"{}}}"#, r.reason(), evidence_json(r)),
+    }
 }
 
 fn json_opt(v: Option<u64>) -> String {

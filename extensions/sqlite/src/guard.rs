@@ -11,7 +11,9 @@
 //! Invariant: a guard failure (timeout, trap, memory) is never an admission;
 //! it fails the statement like a refusal, and the connection stays usable.
 
-use fencing_runtime::{Decision, EngineOptions, Fence, Guard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits};
+use fencing_runtime::{
+    Decision, EngineOptions, Fence, Guard, Plugin, Policy, Sequencer, SignedDecision, Verifier, WasmGuard, WasmLimits,
+};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -40,6 +42,18 @@ impl Decider {
     /// The component's decision, or `reason: message` when it could not decide.
     pub fn decide(&self, current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, String> {
         self.guard.admit(current, presented, policy).map_err(|f| format!("{}: {f}", f.reason()))
+    }
+
+    /// The component's decision on a signed write, or `reason: message` when it could not decide.
+    pub fn decide_signed(
+        &self,
+        verifier: &Verifier,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, String> {
+        self.guard.admit_signed(verifier, current, presented, proof, policy).map_err(|f| format!("{}: {f}", f.reason()))
     }
 
     /// Which component decides: its source, contract, size, digest and call path.

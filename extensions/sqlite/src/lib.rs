@@ -19,6 +19,7 @@
 //!   runtime's signed 64-bit rule, text, policies), identifiers and literals
 //!   quoted, and the error that fails a statement.
 //! - `functions.rs`: the SQL functions the application calls.
+//! - `signed.rs`: signed tokens: the connection's verifier keys and the signed decision.
 //! - `check_row.rs`: the triggers' decision of one row, and the admitted
 //!   fence it hands to the trigger's body.
 //! - `fence_in_row.rs`: where a resource's mark lives: its fence row, raised
@@ -34,6 +35,7 @@ mod functions;
 mod guard;
 mod protect;
 mod session;
+mod signed;
 
 use rusqlite::{Connection, ffi};
 use std::os::raw::{c_char, c_int};

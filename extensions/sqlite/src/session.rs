@@ -54,6 +54,8 @@ pub struct State {
     pub pending: Option<Pending>,
     /// A plugin chosen with `fencing_use_plugin`; `None`: the embedded component.
     pub plugin: Option<Arc<Decider>>,
+    /// The verifier keys given with `fencing_set_keys`, for `fencing_admit_signed`.
+    pub verifier: Option<Arc<fencing_runtime::Verifier>>,
 }
 
 /// A connection's state, cloned into each of its functions.

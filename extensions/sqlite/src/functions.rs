@@ -18,13 +18,14 @@
 //! cannot be presented here; a negative one is refused, never reinterpreted
 //! (`args.rs`).
 
+use crate::answer::{decision_json, json_opt};
 use crate::args::{fail, policy, text, to_i64, unsigned};
 use crate::check_row::{check_row, pending};
 use crate::fence_in_row;
 use crate::guard::{Decider, or_embedded};
 use crate::protect;
 use crate::session::{Presented, Session};
-use fencing_runtime::{Decision, Fence, Rejection, Sequencer};
+use fencing_runtime::{Fence, Sequencer};
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::{Connection, Result};
 use std::path::Path;
@@ -96,35 +97,6 @@ fn admit(ctx: &Context<'_>, s: &Session) -> Result<String> {
         .decide(current.as_ref(), &presented, policy)
         .map_err(|why| fail(format!("fencing: the guard could not decide ({why})")))?;
     Ok(decision_json(&decision))
-}
-
-/// A decision as the JSON `fencing_admit` answers.
-pub fn decision_json(decision: &Decision) -> String {
-    match decision {
-        Ok(a) => format!(
-            r#"{{"admitted":true,"high_water":{},"sequence":{},"new_term":{}}}"#,
-            a.high_water,
-            json_opt(a.sequence),
-            a.new_term
-        ),
-        Err(r) => format!(r#"{{"admitted":false,"reason":"{}"{}}}"#, r.reason(), evidence_json(r)),
-    }
-}
-
-fn json_opt(v: Option<u64>) -> String {
-    v.map_or_else(|| "null".into(), |v| v.to_string())
-}
-
-fn evidence_json(r: &Rejection) -> String {
-    match r {
-        Rejection::InvalidToken | Rejection::WrongLock => String::new(),
-        Rejection::StaleToken { presented, high_water } | Rejection::TokenReused { presented, high_water } => {
-            format!(r#","presented":{presented},"high_water":{high_water}"#)
-        }
-        Rejection::SequenceRegressed { token, presented, last } => {
-            format!(r#","token":{token},"presented":{},"last":{last}"#, json_opt(*presented))
-        }
-    }
 }
 
 fn present(ctx: &Context<'_>, s: &Session) -> Result<Option<i64>> {

@@ -18,6 +18,7 @@
 //! - `args.rs`: what comes in from SQL, checked once (tokens by the
 //!   runtime's signed 64-bit rule, text, policies), identifiers and literals
 //!   quoted, and the error that fails a statement.
+//! - `answer.rs`: the JSON of a decision and its evidence.
 //! - `functions.rs`: the SQL functions the application calls.
 //! - `signed.rs`: signed tokens: the connection's verifier keys and the signed decision.
 //! - `check_row.rs`: the triggers' decision of one row, and the admitted
@@ -28,6 +29,7 @@
 //! - `protect.rs`: `fencing_protect`/`fencing_unprotect`: the fence table
 //!   and the triggers, generated from validated identifiers.
 
+mod answer;
 mod args;
 mod check_row;
 mod fence_in_row;

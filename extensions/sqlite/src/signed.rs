@@ -9,8 +9,8 @@
 //! (`proof_missing`, `proof_malformed`, `proof_unknown_key` with `key_id`,
 //! `proof_bad`).
 
+use crate::answer::decision_json;
 use crate::args::{fail, policy, text, unsigned};
-use crate::functions::decision_json;
 use crate::session::Session;
 use fencing_runtime::proof::{Algorithm, ProofRejection, SignedRejection, VerifierKey};
 use fencing_runtime::{Fence, Sequencer, Verifier};

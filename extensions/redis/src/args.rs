@@ -5,12 +5,17 @@
 use fencing_runtime::Policy;
 use redis_module::{RedisError, RedisString};
 
-/// The options after a fenced write's fixed arguments: `SEQ n`, `POLICY p`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The options after a fenced write's fixed arguments: `SEQ n`, `POLICY p`, `PROOF hex`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
     pub sequence: Option<u64>,
     pub policy: Policy,
+    /// The grant's proof (signed tokens: the module's `VERIFY` keys check it).
+    pub proof: Option<Vec<u8>>,
 }
+
+/// Longest proof taken (a proof is 37 or 69 bytes).
+const MAX_PROOF_HEX: usize = 512;
 
 /// An error reply naming the argument: `ERR <what> ...`.
 pub fn invalid(what: &str, problem: &str) -> RedisError {
@@ -56,7 +61,7 @@ pub fn policy_arg(arg: &RedisString) -> Result<Policy, RedisError> {
 
 /// Reads `SEQ n` and `POLICY p` from the front of `args`; the rest is returned.
 pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisString]), RedisError> {
-    let mut options = WriteOptions { sequence: None, policy: Policy::NonDecreasing };
+    let mut options = WriteOptions { sequence: None, policy: Policy::NonDecreasing, proof: None };
     let mut rest = args;
     loop {
         match rest {
@@ -71,8 +76,22 @@ pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisStrin
                 options.policy = policy_arg(value)?;
                 rest = tail;
             }
+            [word, value, tail @ ..] if word.as_slice().eq_ignore_ascii_case(b"PROOF") => {
+                if options.proof.is_some() {
+                    return Err(invalid("PROOF", "is given twice"));
+                }
+                if value.as_slice().len() > MAX_PROOF_HEX {
+                    return Err(invalid("PROOF", "is longer than 512 hex digits"));
+                }
+                let proof = crate::guard::unhex(value.as_slice())
+                    .ok_or_else(|| invalid("PROOF", "must be hex digits, two per byte, as the grant gave it"))?;
+                options.proof = Some(proof);
+                rest = tail;
+            }
             [word]
-                if word.as_slice().eq_ignore_ascii_case(b"SEQ") || word.as_slice().eq_ignore_ascii_case(b"POLICY") =>
+                if word.as_slice().eq_ignore_ascii_case(b"SEQ")
+                    || word.as_slice().eq_ignore_ascii_case(b"POLICY")
+                    || word.as_slice().eq_ignore_ascii_case(b"PROOF") =>
             {
                 return Err(invalid(&String::from_utf8_lossy(word.as_slice()).to_uppercase(), "needs a value"));
             }

@@ -1,45 +1,135 @@
 //! The guard every command asks: the embedded fencing:guard component under
-//! wasmtime, or the component named by the module's `PLUGIN` argument
-//! (`--loadmodule libfencing_redis.so PLUGIN /path/guard.wasm`), loaded once
-//! when the module loads. Only who starts Redis or may run `MODULE LOAD`
-//! chooses it: a permissive component could admit any write.
+//! wasmtime, or the component named by the module's `PLUGIN` argument, and
+//! the keys of signed tokens: `VERIFY id algorithm hex` (repeatable: the
+//! keys every fenced write's `PROOF` must hold under) and `SIGN id algorithm
+//! hex` (the secret `FENCING.ACQUIRE` signs its grants with), all loaded once
+//! when the module loads:
+//!
+//! ```text
+//! --loadmodule libfencing_redis.so PLUGIN /path/guard.wasm VERIFY 1 ed25519 <public key hex> SIGN 1 ed25519 <seed hex>
+//! ```
+//!
+//! Only who starts Redis or may run `MODULE LOAD` chooses them: a permissive
+//! component could admit any write, and a signing key mints tokens.
 
-use fencing_runtime::WasmGuard;
+use fencing_runtime::proof::{Algorithm, Signer, VerifierKey};
+use fencing_runtime::{Verifier, WasmGuard};
 use redis_module::{RedisError, RedisString};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 static GUARD: OnceLock<WasmGuard> = OnceLock::new();
+static VERIFIER: OnceLock<Option<Verifier>> = OnceLock::new();
+static SIGNER: OnceLock<Option<Signer>> = OnceLock::new();
 
-/// The module's load arguments: `[PLUGIN path]`.
-fn plugin_path(args: &[RedisString]) -> Result<Option<PathBuf>, String> {
-    match args {
-        [] => Ok(None),
-        [word, path] if word.as_slice().eq_ignore_ascii_case(b"PLUGIN") => {
-            let path = std::str::from_utf8(path.as_slice()).map_err(|_| "the PLUGIN path is not UTF-8".to_string())?;
-            Ok(Some(PathBuf::from(path)))
-        }
-        _ => Err("the module takes no arguments but `PLUGIN <path to a fencing:guard component>`".into()),
-    }
+const USAGE: &str = "the module takes `PLUGIN <path to a fencing:guard component>`, `VERIFY <id> <algorithm> <hex>` \
+                     (repeatable) and `SIGN <id> <algorithm> <hex>`";
+
+/// The module's load arguments.
+#[derive(Default)]
+struct Options {
+    plugin: Option<PathBuf>,
+    verify: Vec<VerifierKey>,
+    sign: Option<Signer>,
 }
 
-/// Loads the guard from the module's arguments; an error message when it cannot.
+fn utf8<'a>(arg: &'a RedisString, what: &str) -> Result<&'a str, String> {
+    std::str::from_utf8(arg.as_slice()).map_err(|_| format!("the {what} is not UTF-8"))
+}
+
+/// `<id> <algorithm> <hex>`: a key id, `ed25519` or `hmac-sha256`, and the key's bytes.
+fn key(
+    word: &str,
+    id: &RedisString,
+    algorithm: &RedisString,
+    hex: &RedisString,
+) -> Result<(u32, Algorithm, Vec<u8>), String> {
+    let id = utf8(id, "key id")?
+        .parse::<u32>()
+        .map_err(|_| format!("{word}: the key id is not a number from 0 to 4294967295"))?;
+    let algorithm = match utf8(algorithm, "algorithm")? {
+        "ed25519" => Algorithm::Ed25519,
+        "hmac-sha256" => Algorithm::HmacSha256,
+        other => return Err(format!("{word} {id}: algorithm {other:?} is not ed25519 or hmac-sha256")),
+    };
+    let bytes = unhex(hex.as_slice()).ok_or_else(|| format!("{word} {id}: the key is not hex digits, two per byte"))?;
+    Ok((id, algorithm, bytes))
+}
+
+fn parse(args: &[RedisString]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut rest = args;
+    while let [word, tail @ ..] = rest {
+        let upper = word.as_slice().to_ascii_uppercase();
+        match (upper.as_slice(), tail) {
+            (b"PLUGIN", [path, tail @ ..]) if o.plugin.is_none() => {
+                o.plugin = Some(PathBuf::from(utf8(path, "PLUGIN path")?));
+                rest = tail;
+            }
+            (b"VERIFY", [id, algorithm, hex, tail @ ..]) => {
+                let (id, algorithm, material) = key("VERIFY", id, algorithm, hex)?;
+                o.verify.push(VerifierKey { id, algorithm, material });
+                rest = tail;
+            }
+            (b"SIGN", [id, algorithm, hex, tail @ ..]) if o.sign.is_none() => {
+                let (id, algorithm, secret) = key("SIGN", id, algorithm, hex)?;
+                let signer = Signer::new(id, algorithm, &secret).ok_or_else(|| {
+                    format!(
+                        "SIGN {id}: an ed25519 secret is 32 bytes, an hmac-sha256 one 32 to 64, not {}",
+                        secret.len()
+                    )
+                })?;
+                o.sign = Some(signer);
+                rest = tail;
+            }
+            _ => return Err(USAGE.into()),
+        }
+    }
+    Ok(o)
+}
+
+/// Loads the guard and the keys from the module's arguments; an error message when it cannot.
 pub fn load(args: &[RedisString]) -> Result<(), String> {
-    let plugin = plugin_path(args)?;
+    let options = parse(args)?;
+    let verifier = match options.verify.is_empty() {
+        true => None,
+        false => Some(Verifier::new(options.verify).map_err(|e| format!("VERIFY: {e}"))?),
+    };
     if GUARD.get().is_some() {
         return Ok(());
     }
-    let guard = match &plugin {
+    let guard = match &options.plugin {
         None => WasmGuard::embedded(None).map_err(|e| format!("cannot load the fencing:guard component: {e}"))?,
         Some(path) => {
             WasmGuard::from_file(path, None).map_err(|e| format!("cannot load the plugin {}: {e}", path.display()))?
         }
     };
     let _ = GUARD.set(guard);
+    let _ = VERIFIER.set(verifier);
+    let _ = SIGNER.set(options.sign);
     Ok(())
 }
 
 /// The loaded guard, or the refusal a write gets without one.
 pub fn get() -> Result<&'static WasmGuard, RedisError> {
     GUARD.get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))
+}
+
+/// The keys every fenced write's proof must hold under (`VERIFY`), if any.
+pub fn verifier() -> Option<&'static Verifier> {
+    VERIFIER.get().and_then(Option::as_ref)
+}
+
+/// The key grants are signed with (`SIGN`), if any.
+pub fn signer() -> Option<&'static Signer> {
+    SIGNER.get().and_then(Option::as_ref)
+}
+
+/// The bytes of `hex` (two digits each, either case); `None` for anything else.
+pub fn unhex(hex: &[u8]) -> Option<Vec<u8>> {
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    hex.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
 }

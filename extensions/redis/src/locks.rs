@@ -67,8 +67,10 @@ fn remaining_ms(ctx: &Context, key: &RedisString) -> Result<i64, RedisError> {
     }
 }
 
-/// `FENCING.ACQUIRE lock holder ttl_ms` -> `[token, lease_id]`, or
-/// `LOCKED holder="..." remaining_ms=N` while another lease holds it.
+/// `FENCING.ACQUIRE lock holder ttl_ms` -> `[token, lease_id]` (and, with
+/// the module's `SIGN` key, `[token, lease_id, proof_hex]`: the proof that
+/// this token was granted for this lock), or `LOCKED holder="..."
+/// remaining_ms=N` while another lease holds it.
 pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, lock, who, ttl] = args.as_slice() else { return Err(RedisError::WrongArity) };
     let name = lock_name(ctx, lock)?;
@@ -91,7 +93,12 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (v_holder, v_lease, v_token) = (s(&who), s(&lease), s(&token.to_string()));
     replicated(ctx, "HSET", &[&key, &f_holder, &v_holder, &f_lease, &v_lease, &f_token, &v_token])?;
     replicated(ctx, "PEXPIRE", &[&key, &s(&ttl.to_string())])?;
-    Ok(RedisValue::Array(vec![RedisValue::Integer(token), RedisValue::BulkString(lease)]))
+    let mut reply = vec![RedisValue::Integer(token), RedisValue::BulkString(lease)];
+    if let Some(signer) = crate::guard::signer() {
+        let proof = signer.prove(&name, token as u64);
+        reply.push(RedisValue::BulkString(proof.iter().map(|b| format!("{b:02x}")).collect()));
+    }
+    Ok(RedisValue::Array(reply))
 }
 
 /// The held lock's key if `lease` is its current lease: `LEASE_EXPIRED`

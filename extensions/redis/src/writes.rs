@@ -9,11 +9,15 @@
 //! A refusal is an error reply whose first word is the reason
 //! (`STALE_TOKEN`, `TOKEN_REUSED`, `WRONG_LOCK`, `SEQUENCE_REGRESSED`,
 //! `INVALID_TOKEN`), followed by the evidence; `GUARD_FAILURE` when the
-//! guard could not decide (the write is refused: fail closed).
+//! guard could not decide (the write is refused: fail closed). With the
+//! module's `VERIFY` keys every write must carry its grant's `PROOF hex`,
+//! checked before the fence (`PROOF_MISSING`, `PROOF_MALFORMED`,
+//! `PROOF_UNKNOWN_KEY`, `PROOF_BAD`).
 
 use crate::args::{WriteOptions, lock_arg, u64_arg, write_options};
 use crate::fence::{self, RunAs};
 use crate::keys;
+use fencing_runtime::proof::{ProofRejection, SignedRejection};
 use fencing_runtime::{Fence, Guard, Rejection, Sequencer};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
@@ -64,21 +68,41 @@ fn refusal(r: &Rejection, fence: Option<&Fence>) -> RedisError {
     RedisError::String(text)
 }
 
+/// The error reply of a write whose proof does not hold (module loaded with `VERIFY`).
+fn proof_refusal(r: ProofRejection) -> RedisError {
+    RedisError::String(match r {
+        ProofRejection::UnknownKey { key_id } => format!("PROOF_UNKNOWN_KEY key_id={key_id} is not a VERIFY key"),
+        ProofRejection::Missing => "PROOF_MISSING signed tokens: the write needs the grant's PROOF".into(),
+        r => format!("{} {r}", r.reason().to_ascii_uppercase()),
+    })
+}
+
 /// Decides `p` against the fence stored at `name`: the fence stored
 /// before, and the fence to store if admitted.
 fn decide(ctx: &Context, name: &RedisString, p: &Presented) -> Result<(Option<Fence>, Fence), RedisError> {
     let current = fence::read(ctx, name)?;
     let sequencer = Sequencer { lock: p.lock.clone(), token: p.token, sequence: p.options.sequence };
     let guard = crate::guard::get()?;
-    match guard.admit(current.as_ref(), &sequencer, p.options.policy) {
+    let decision = match crate::guard::verifier() {
+        None => guard.admit(current.as_ref(), &sequencer, p.options.policy).map(|d| d.map_err(SignedRejection::Fence)),
+        Some(verifier) => {
+            let proof = p.options.proof.as_deref().unwrap_or_default();
+            guard.admit_signed(verifier, current.as_ref(), &sequencer, proof, p.options.policy)
+        }
+    };
+    match decision {
         Ok(Ok(admission)) => {
             let admitted =
                 Fence { lock: p.lock.clone(), high_water: admission.high_water, sequence: admission.sequence };
             Ok((current, admitted))
         }
-        Ok(Err(rejection)) => {
+        Ok(Err(SignedRejection::Fence(rejection))) => {
             crate::stats::refused();
             Err(refusal(&rejection, current.as_ref()))
+        }
+        Ok(Err(SignedRejection::Proof(rejection))) => {
+            crate::stats::refused();
+            Err(proof_refusal(rejection))
         }
         Err(failure) => {
             crate::stats::failed();
@@ -97,19 +121,19 @@ fn fenced(ctx: &Context, p: &Presented, who: RunAs, command: &str, args: &[&Redi
     Ok(reply)
 }
 
-/// `FENCING.SET key lock token value [SEQ n] [POLICY p]`
+/// `FENCING.SET key lock token value [SEQ n] [POLICY p] [PROOF hex]`
 pub fn set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [value], []) = presented(&args, 1)? else { return Err(RedisError::WrongArity) };
     fenced(ctx, &p, RunAs::Module, "SET", &[p.key, value])
 }
 
-/// `FENCING.APPEND key lock token value [SEQ n] [POLICY p]`
+/// `FENCING.APPEND key lock token value [SEQ n] [POLICY p] [PROOF hex]`
 pub fn append(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [value], []) = presented(&args, 1)? else { return Err(RedisError::WrongArity) };
     fenced(ctx, &p, RunAs::Module, "APPEND", &[p.key, value])
 }
 
-/// `FENCING.DEL key lock token [SEQ n] [POLICY p]`
+/// `FENCING.DEL key lock token [SEQ n] [POLICY p] [PROOF hex]`
 pub fn del(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (p, [], []) = presented(&args, 0)? else { return Err(RedisError::WrongArity) };
     fenced(ctx, &p, RunAs::Module, "DEL", &[p.key])
@@ -140,7 +164,7 @@ fn only_the_fenced_key(
     Ok(())
 }
 
-/// `FENCING.EXEC key lock token [SEQ n] [POLICY p] COMMAND key arg...`: runs
+/// `FENCING.EXEC key lock token [SEQ n] [POLICY p] [PROOF hex] COMMAND key arg...`: runs
 /// one write command if admitted, with the caller's ACL permissions (the
 /// caller's user must be allowed `COMMAND` on `key`). `key` must be its first
 /// argument and the only key it touches.

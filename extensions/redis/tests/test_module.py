@@ -311,11 +311,53 @@ class Plugin(unittest.TestCase):
 
     def test_a_plugin_that_cannot_load_stops_the_module_loading_with_a_reason(self):
         for args, reason in ((["PLUGIN", "/nonexistent.wasm"], "cannot load the plugin /nonexistent.wasm"),
-                             (["PLUGINS"], "takes no arguments but `PLUGIN")):
+                             (["PLUGINS"], "the module takes `PLUGIN"),
+                             (["VERIFY", "7", "rsa", "00"], "VERIFY 7: algorithm \"rsa\" is not ed25519"),
+                             (["VERIFY", "7", "ed25519", "00ff"], "VERIFY: verifier key 7 is not a key of its algorithm"),
+                             (["SIGN", "7", "ed25519", "zz"], "SIGN 7: the key is not hex")):
             with self.subTest(args=args):
                 with self.assertRaises(RuntimeError) as e:
                     Server(module_args=args)
                 self.assertIn(reason, str(e.exception))
+
+
+PROOFS = os.path.join(VECTORS, "proofs", "signed.json")
+
+
+class Signed(unittest.TestCase):
+    """Signed tokens: the module signs its grants (SIGN) and checks every
+    write's PROOF (VERIFY), with the shared proof vectors' ed-7 key."""
+
+    def setUp(self):
+        with open(PROOFS) as f:
+            key = json.load(f)["keys"]["ed-7"]
+        self.server = Server(module_args=["VERIFY", "7", "ed25519", key["material"], "SIGN", "7", "ed25519", key["secret"]])
+        self.r = self.server.client()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_forged_tokens_are_refused_and_the_paused_holder_still_loses(self):
+        r = self.r
+        token_a, lease_a, proof_a = r.execute_command("FENCING.ACQUIRE", "orders", "client-a", 200)
+        self.assertEqual(len(proof_a), 138, "version, key id, Ed25519 signature, in hex")
+        self.assertEqual(r.execute_command("FENCING.SET", "orders:invoice", "orders", token_a, "from a", "PROOF", proof_a), b"OK")
+        forged = token_a + 1
+        err = error_of(lambda: r.execute_command("FENCING.SET", "orders:invoice", "orders", forged, "forged"))
+        self.assertTrue(err.startswith("PROOF_MISSING"), err)
+        err = error_of(lambda: r.execute_command("FENCING.SET", "orders:invoice", "orders", forged, "forged", "PROOF", proof_a))
+        self.assertTrue(err.startswith("PROOF_BAD"), err)
+        err = error_of(lambda: r.execute_command("FENCING.APPEND", "orders:invoice", "orders", forged, "x", "PROOF", "zz"))
+        self.assertIn("PROOF must be hex digits", err)
+        self.assertEqual(r.get("orders:invoice"), b"from a")
+        self.assertEqual(r.execute_command("FENCING.FENCE", "orders:invoice")[1], str(token_a).encode(), "no forged write moved the mark")
+        time.sleep(0.3)  # A pauses past its lease.
+        token_b, _, proof_b = r.execute_command("FENCING.ACQUIRE", "orders", "client-b", 30000)
+        self.assertEqual(r.execute_command("FENCING.SET", "orders:invoice", "orders", token_b, "from b", "PROOF", proof_b), b"OK")
+        err = error_of(lambda: r.execute_command("FENCING.SET", "orders:invoice", "orders", token_a, "late", "PROOF", proof_a))
+        self.assertEqual(err, f"STALE_TOKEN presented={token_a} high_water={token_b}")
+        self.assertEqual(r.get("orders:invoice"), b"from b")
+        self.assertEqual(r.info("fencing")["fencing_writes_refused"], 3)
 
 
 def vector_cases():

@@ -3,7 +3,7 @@
 //! reinterpreted), text, policies, identifiers and literals quoted for the
 //! SQL the extension writes, and the error that fails a statement.
 
-use fencing_runtime::{Policy, signed};
+use fencing_runtime::{Fence, Policy, signed};
 use rusqlite::functions::Context;
 use rusqlite::types::ValueRef;
 use rusqlite::{Error, Result};
@@ -79,4 +79,20 @@ pub fn ident(name: &str) -> String {
 /// `'text'`, with embedded quotes doubled.
 pub fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Arguments 0 to 4 of `fencing_admit` and `fencing_admit_signed`: the
+/// stored fence (`current_lock` NULL: none yet), the presented lock and token.
+pub fn fence_lock_token(ctx: &Context<'_>) -> Result<(Option<Fence>, String, u64)> {
+    let current = match text(ctx, 0, "current_lock")? {
+        None => None,
+        Some(lock) => {
+            let high_water = unsigned(ctx, 1, "current_high_water")?
+                .ok_or_else(|| fail("fencing: current_high_water is NULL but current_lock is not"))?;
+            Some(Fence { lock, high_water, sequence: unsigned(ctx, 2, "current_sequence")? })
+        }
+    };
+    let lock = text(ctx, 3, "lock")?.ok_or_else(|| fail("fencing: lock is NULL"))?;
+    let token = unsigned(ctx, 4, "token")?.ok_or_else(|| fail("fencing: token is NULL"))?;
+    Ok((current, lock, token))
 }

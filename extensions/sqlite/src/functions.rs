@@ -19,13 +19,13 @@
 //! (`args.rs`).
 
 use crate::answer::{decision_json, json_opt};
-use crate::args::{fail, policy, text, to_i64, unsigned};
+use crate::args::{fail, fence_lock_token, policy, text, to_i64, unsigned};
 use crate::check_row::{check_row, pending};
 use crate::fence_in_row;
 use crate::guard::{Decider, or_embedded};
 use crate::protect;
 use crate::session::{Presented, Session};
-use fencing_runtime::{Fence, Sequencer};
+use fencing_runtime::Sequencer;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::{Connection, Result};
 use std::path::Path;
@@ -80,16 +80,7 @@ fn admit(ctx: &Context<'_>, s: &Session) -> Result<String> {
             "fencing_admit(current_lock, current_high_water, current_sequence, lock, token [, sequence [, policy]]) takes 5 to 7 arguments",
         ));
     }
-    let current = match text(ctx, 0, "current_lock")? {
-        None => None,
-        Some(lock) => {
-            let high_water = unsigned(ctx, 1, "current_high_water")?
-                .ok_or_else(|| fail("fencing: current_high_water is NULL but current_lock is not"))?;
-            Some(Fence { lock, high_water, sequence: unsigned(ctx, 2, "current_sequence")? })
-        }
-    };
-    let lock = text(ctx, 3, "lock")?.ok_or_else(|| fail("fencing: lock is NULL"))?;
-    let token = unsigned(ctx, 4, "token")?.ok_or_else(|| fail("fencing: token is NULL"))?;
+    let (current, lock, token) = fence_lock_token(ctx)?;
     let sequence = if ctx.len() > 5 { unsigned(ctx, 5, "sequence")? } else { None };
     let policy = policy(if ctx.len() > 6 { text(ctx, 6, "policy")? } else { None }.as_deref())?;
     let presented = Sequencer { lock, token, sequence };

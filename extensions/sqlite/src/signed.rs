@@ -10,10 +10,10 @@
 //! `proof_bad`).
 
 use crate::answer::decision_json;
-use crate::args::{fail, policy, text, unsigned};
+use crate::args::{fail, fence_lock_token, policy, text, unsigned};
 use crate::session::Session;
 use fencing_runtime::proof::{Algorithm, ProofRejection, SignedRejection, VerifierKey};
-use fencing_runtime::{Fence, Sequencer, Verifier};
+use fencing_runtime::{Sequencer, Verifier};
 use rusqlite::Result;
 use rusqlite::functions::Context;
 use rusqlite::types::ValueRef;
@@ -59,16 +59,7 @@ pub fn admit_signed(ctx: &Context<'_>, s: &Session) -> Result<String> {
             "fencing_admit_signed(current_lock, current_high_water, current_sequence, lock, token, sequence, proof [, policy]) takes 7 or 8 arguments",
         ));
     }
-    let current = match text(ctx, 0, "current_lock")? {
-        None => None,
-        Some(lock) => {
-            let high_water = unsigned(ctx, 1, "current_high_water")?
-                .ok_or_else(|| fail("fencing: current_high_water is NULL but current_lock is not"))?;
-            Some(Fence { lock, high_water, sequence: unsigned(ctx, 2, "current_sequence")? })
-        }
-    };
-    let lock = text(ctx, 3, "lock")?.ok_or_else(|| fail("fencing: lock is NULL"))?;
-    let token = unsigned(ctx, 4, "token")?.ok_or_else(|| fail("fencing: token is NULL"))?;
+    let (current, lock, token) = fence_lock_token(ctx)?;
     let sequence = unsigned(ctx, 5, "sequence")?;
     let proof = bytes(ctx, 6, "proof")?.unwrap_or_default();
     if proof.len() > MAX_PROOF {

@@ -246,9 +246,9 @@ func (c *core) admitCode(current *Fence, fenceRep, rep uint32, p Sequencer, poli
 	return c.call(c.code, 10)
 }
 
-// bytesIn copies b into guest memory; its address.
-func (c *core) bytesIn(b []byte) (uint32, error) {
-	ptr, err := c.alloc(uint32(len(b)), 1)
+// bytesIn copies b into guest memory aligned to align; its address.
+func (c *core) bytesIn(b []byte, align uint32) (uint32, error) {
+	ptr, err := c.alloc(uint32(len(b)), align)
 	if err != nil {
 		return 0, err
 	}
@@ -260,7 +260,7 @@ func (c *core) bytesIn(b []byte) (uint32, error) {
 func (c *core) setKeys(keys []VerifierKey) (refused bool, kase uint8, id uint32, err error) {
 	records := make([]byte, 16*len(keys))
 	for i, k := range keys {
-		ptr, err := c.bytesIn(k.Material)
+		ptr, err := c.bytesIn(k.Material, 1)
 		if err != nil {
 			return false, 0, 0, err
 		}
@@ -270,7 +270,7 @@ func (c *core) setKeys(keys []VerifierKey) (refused bool, kase uint8, id uint32,
 		binary.LittleEndian.PutUint32(r[8:], ptr)
 		binary.LittleEndian.PutUint32(r[12:], uint32(len(k.Material)))
 	}
-	ptr, err := c.bytesIn4(records)
+	ptr, err := c.bytesIn(records, 4)
 	if err != nil {
 		return false, 0, 0, err
 	}
@@ -300,19 +300,9 @@ func (c *core) setKeys(keys []VerifierKey) (refused bool, kase uint8, id uint32,
 	return false, 0, 0, &ModuleError{Cause: fmt.Sprintf("set-keys answered discriminants %d, %d", disc, kase)}
 }
 
-// bytesIn4 copies b into guest memory aligned to 4; its address.
-func (c *core) bytesIn4(b []byte) (uint32, error) {
-	ptr, err := c.alloc(uint32(len(b)), 4)
-	if err != nil {
-		return 0, err
-	}
-	c.mem.Write(ptr, b)
-	return ptr, nil
-}
-
 // admitSigned calls admit-signed: the verdict code.
 func (c *core) admitSigned(current *Fence, fenceRep, rep uint32, p Sequencer, proof []byte, policy Policy) (uint64, error) {
-	ptr, err := c.bytesIn(proof)
+	ptr, err := c.bytesIn(proof, 1)
 	if err != nil {
 		return 0, err
 	}

@@ -161,6 +161,16 @@ pub enum SignedRejection {
     Fence(crate::rules::Rejection),
 }
 
+impl SignedRejection {
+    /// The stable snake_case reason of the proof's or the fence's refusal.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SignedRejection::Proof(r) => r.reason(),
+            SignedRejection::Fence(r) => r.reason(),
+        }
+    }
+}
+
 /// Verifies the proof under `keys` (`None`: none installed), then decides the
 /// write exactly as [`crate::rules::admit`]: the one composition every host runs.
 pub fn admit_signed(

@@ -44,6 +44,7 @@
 //! - `signed.rs` ([`signed`]): the one rule for hosts whose integers are
 //!   signed 64-bit (SQL, Java): 0 to 2^63-1 cross, the rest is refused.
 //! - `verifier.rs`: [`Verifier`], the keys a guard checks proofs with.
+//! - `key_text.rs` ([`key_text`]): keys and proofs as text (hex, `<id> <algorithm> <hex>`), read alike by every host.
 //! - `unfenced.rs`: [`UnfencedGuard`], which admits everything (a baseline, never protection).
 //! - `wasm/`: the Wasm guard: `mod.rs` ([`WasmGuard`]: workers, fail-closed
 //!   calls, hot swap), `limits.rs` ([`WasmLimits`], the engine, the epoch
@@ -63,6 +64,7 @@
 #![deny(missing_docs)]
 
 mod guard;
+pub mod key_text;
 mod native;
 pub mod signed;
 mod unfenced;

@@ -3,7 +3,8 @@
 //!
 //! Format: one key per line, `<id> <algorithm> <hex>`: a decimal key id
 //! (u32), `ed25519` or `hmac-sha256`, and the key bytes in hex. Blank lines
-//! and lines starting with `#` are ignored. A signing file holds exactly one
+//! and lines starting with `#` are ignored (`fencing_runtime::key_text` reads
+//! them, as every host reads keys). A signing file holds exactly one
 //! key, its secret (an Ed25519 seed, 32 bytes, or an HMAC secret, 32 to 64
 //! bytes); a verify file holds one or more verifier keys (Ed25519 public
 //! keys, or the HMAC secrets), several during a rotation.
@@ -11,8 +12,8 @@
 //! Invariant: a file that loads is complete and checked (ids distinct, each
 //! key a key of its algorithm), so a server never starts with half a keyring.
 
-use fencing_runtime::Verifier;
 use fencing_runtime::proof::{Algorithm, KeyError, Signer, VerifierKey};
+use fencing_runtime::{Verifier, key_text};
 use std::path::Path;
 
 /// Why a key file cannot be used.
@@ -26,31 +27,13 @@ pub enum KeyFileError {
     File { path: String, message: String },
 }
 
-/// One parsed line: id, algorithm, bytes.
-type Line = (u32, Algorithm, Vec<u8>);
-
-fn parse_lines(path: &str, text: &str) -> Result<Vec<Line>, KeyFileError> {
-    let mut keys = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = |message: String| KeyFileError::Line { path: path.into(), line: i + 1, message };
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [id, algorithm, hex] = fields[..] else {
-            return Err(bad(format!("expected `<id> <algorithm> <hex>`, found {} fields", fields.len())));
-        };
-        let id: u32 = id.parse().map_err(|_| bad(format!("key id {id:?} is not a number from 0 to 4294967295")))?;
-        let algorithm = match algorithm {
-            "ed25519" => Algorithm::Ed25519,
-            "hmac-sha256" => Algorithm::HmacSha256,
-            other => return Err(bad(format!("algorithm {other:?} is not ed25519 or hmac-sha256"))),
-        };
-        let bytes = unhex(hex).ok_or_else(|| bad("the key is not hex digits, two per byte".into()))?;
-        keys.push((id, algorithm, bytes));
-    }
-    Ok(keys)
+fn parse_lines(path: &str, text: &str) -> Result<Vec<key_text::KeyFields>, KeyFileError> {
+    let keys = key_text::parse_keys(text).map_err(|(line, message)| KeyFileError::Line {
+        path: path.into(),
+        line,
+        message,
+    })?;
+    Ok(keys.into_iter().map(|(_, key)| key).collect())
 }
 
 /// The keys of a verify file, checked as a [`Verifier`] checks them.
@@ -100,20 +83,7 @@ pub fn load_signer(path: &Path) -> Result<Signer, KeyFileError> {
 
 /// A key file's line for `id`, `algorithm` and `bytes`.
 pub fn line(id: u32, algorithm: Algorithm, bytes: &[u8]) -> String {
-    format!("{id} {} {}", algorithm.name(), hex(bytes))
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The bytes of `text`, two hex digits each (either case); `None` for anything else.
-pub fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some((0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digits")).collect())
+    format!("{id} {} {}", algorithm.name(), key_text::hex(bytes))
 }
 
 #[cfg(test)]

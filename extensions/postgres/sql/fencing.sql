@@ -16,8 +16,10 @@
 -- * Refusals raise these SQLSTATEs, with a JSON DETAIL carrying the evidence:
 --   FN001 stale_token, FN002 token_reused, FN003 wrong_lock,
 --   FN004 invalid_token (token 0, or no token presented),
---   FN005 sequence_regressed, FN010 guard failure (the component trapped,
---   timed out, ran out of memory or could not be loaded).
+--   FN005 sequence_regressed; with fencing.verify_keys set, FN006
+--   proof_missing, FN007 proof_malformed, FN008 proof_unknown_key, FN009
+--   proof_bad; FN010 guard failure (the component trapped, timed out, ran out
+--   of memory or could not be loaded, or the verifier keys cannot be read).
 --
 -- The PL/pgSQL functions a write may call (fencing.check, try_write) name
 -- every object with its schema and use only pg_catalog operators (searched

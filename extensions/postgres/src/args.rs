@@ -76,3 +76,24 @@ pub fn setting_number(name: &str, value: Option<String>) -> Option<i64> {
     let parsed = value.parse::<u64>().unwrap_or(u64::MAX);
     Some(signed(name, parsed))
 }
+
+/// Longest `fencing.proof` taken, in hex digits (a proof is 37 or 69 bytes).
+const MAX_PROOF_HEX: usize = 512;
+
+/// `fencing.proof` as bytes (empty when unset: the proof is missing): 22P02
+/// when it is not hex, 22001 when longer than any proof.
+pub fn setting_proof(value: Option<String>) -> Vec<u8> {
+    let Some(value) = value else { return Vec::new() };
+    if value.len() > MAX_PROOF_HEX {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+            format!("fencing: fencing.proof is {} hex digits, more than {MAX_PROOF_HEX}", value.len()),
+        );
+    }
+    fencing_runtime::key_text::unhex(&value).unwrap_or_else(|| {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            "fencing: fencing.proof must be hex digits, two per byte, as the grant's fencing_proof".into(),
+        )
+    })
+}

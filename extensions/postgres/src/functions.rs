@@ -57,14 +57,14 @@ fn decide(
             new_term,
             None,
         ),
-        Ok(Err(rejection)) => {
+        Ok(Err(reason)) => {
             // The evidence is the fence the write was decided against.
             let fence = current.as_ref();
             let (hw, last) = (
                 fence.map(|f| signed("high_water", f.high_water)),
                 fence.and_then(|f| f.sequence).map(|s| signed("sequence", s)),
             );
-            (false, Some(rejection.reason()), hw, last, false, None)
+            (false, Some(reason), hw, last, false, None)
         }
     })
 }

@@ -15,10 +15,13 @@
 //! only the memory limit per instance. The one thread a guard starts is its
 //! epoch ticker, which blocks every signal and never calls into PostgreSQL.
 
-use crate::settings;
-use fencing_runtime::{Decision, EngineOptions, Fence, Guard, Plugin, Policy, Sequencer, WasmGuard, WasmLimits};
+use crate::{args, settings};
+use fencing_runtime::{
+    Admission, EngineOptions, Fence, Guard, Plugin, Policy, Sequencer, Verifier, WasmGuard, WasmLimits, key_text,
+};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
+use std::rc::Rc;
 
 /// What a guard was built from.
 #[derive(Clone, PartialEq, Eq)]
@@ -38,14 +41,30 @@ thread_local! {
     static GUARD: RefCell<Option<Built>> = const { RefCell::new(None) };
     /// Component calls made by this backend, and the nanoseconds spent in them.
     static STATS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    /// The verifier built from `fencing.verify_keys`, and the text it was built from.
+    static VERIFIER: RefCell<Option<(String, Rc<Verifier>)>> = const { RefCell::new(None) };
 }
 
 /// The component's decision, or why there is none (`reason: message`, with
-/// the reasons of `GuardFailure::reason` and `guard_unavailable`).
-pub fn decide(current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, String> {
+/// the reasons of `GuardFailure::reason` and `guard_unavailable`). A refusal
+/// is its reason's name: a rule's, or while `fencing.verify_keys` is set a
+/// proof's (`proof_missing`, `proof_malformed`, `proof_unknown_key`,
+/// `proof_bad`), checked against `fencing.proof` before the fence.
+pub fn decide(
+    current: Option<&Fence>,
+    presented: &Sequencer,
+    policy: Policy,
+) -> Result<Result<Admission, &'static str>, String> {
+    let verifier = verifier()?;
+    let proof = verifier.as_ref().map(|_| args::setting_proof(settings::get(&settings::PROOF)));
     let decided = with_guard(|g| {
         let started = std::time::Instant::now();
-        let decided = g.admit(current, presented, policy);
+        let decided = match (&verifier, &proof) {
+            (Some(v), Some(proof)) => {
+                g.admit_signed(v, current, presented, proof, policy).map(|d| d.map_err(|refused| refused.reason()))
+            }
+            _ => g.admit(current, presented, policy).map(|d| d.map_err(|refused| refused.reason())),
+        };
         let nanos = started.elapsed().as_nanos() as u64;
         STATS.with(|s| s.set((s.get().0 + 1, s.get().1 + nanos)));
         decided
@@ -55,6 +74,25 @@ pub fn decide(current: Option<&Fence>, presented: &Sequencer, policy: Policy) ->
         Ok(Err(failure)) => Err(format!("{}: {failure}", failure.reason())),
         Ok(Ok(decision)) => Ok(decision),
     }
+}
+
+/// The verifier of `fencing.verify_keys` (`None` when unset), built once per
+/// value of the setting; keys that cannot be read are a guard failure.
+fn verifier() -> Result<Option<Rc<Verifier>>, String> {
+    let Some(text) = settings::get(&settings::VERIFY_KEYS) else { return Ok(None) };
+    VERIFIER.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if let Some((built_from, verifier)) = slot.as_ref()
+            && *built_from == text
+        {
+            return Ok(Some(verifier.clone()));
+        }
+        let keys = key_text::parse_verifier_keys(&text)
+            .map_err(|(line, e)| format!("verify_keys: fencing.verify_keys line {line}: {e}"))?;
+        let verifier = Rc::new(Verifier::new(keys).map_err(|e| format!("verify_keys: fencing.verify_keys: {e}"))?);
+        *slot = Some((text, verifier.clone()));
+        Ok(Some(verifier))
+    })
 }
 
 /// This backend's component calls and the nanoseconds spent inside them.

@@ -19,10 +19,12 @@
 //!   runtime's signed 64-bit rule, names, policies, decimal settings), and
 //!   the SQLSTATE of each refusal.
 //! - `settings.rs`: the `fencing.*` settings (the plugin path and cache
-//!   directory, superuser-only; the token, lock and sequence a statement presents).
+//!   directory and the verifier keys, superuser-only; the token, lock,
+//!   sequence and proof a statement presents).
 //! - `guard.rs`: the backend's guard: built on first use, rebuilt when
 //!   `fencing.plugin_path` changes, with the engine options a database
-//!   backend needs (no signal handlers, no compile threads).
+//!   backend needs (no signal handlers, no compile threads); with
+//!   `fencing.verify_keys` set, every decision is a signed one.
 //! - `write.rs`: one write against its resource's fence (lock the fence row,
 //!   recognise the same write, decide, raise the fence), the one
 //!   implementation behind the trigger and `fencing.try_write`.

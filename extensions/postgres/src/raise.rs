@@ -136,6 +136,32 @@ impl Refusal {
                     opt(last_sequence)
                 ),
             ),
+            "proof_missing" => (
+                b"FN006",
+                format!(
+                    "fencing: token {token} for {resource} comes without a proof, and this database verifies tokens \
+                     (fencing.verify_keys): SET LOCAL fencing.proof to the grant's fencing_proof"
+                ),
+            ),
+            "proof_malformed" => (
+                b"FN007",
+                format!("fencing: the proof presented with token {token} for {resource} is not a fencing proof"),
+            ),
+            "proof_unknown_key" => (
+                b"FN008",
+                format!(
+                    "fencing: the proof presented with token {token} for {resource} names a key that \
+                     fencing.verify_keys does not hold"
+                ),
+            ),
+            "proof_bad" => (
+                b"FN009",
+                format!(
+                    "fencing: the proof presented with token {token} for {resource} was not made for lock {} and \
+                     that token: the lock service did not grant it",
+                    self.lock
+                ),
+            ),
             _ => (
                 b"FN010",
                 format!(

@@ -6,6 +6,11 @@
 //! `fencing.token`, `fencing.lock` and `fencing.sequence` are what a writing
 //! transaction presents when the row cannot carry it (a DELETE, or an UPDATE
 //! that does not set the token column); they are meant for `SET LOCAL`.
+//!
+//! Signed tokens: `fencing.verify_keys` (superuser-only, and shown only to
+//! superusers, since HMAC keys are secrets) holds the lock service's
+//! verifier keys; while it is set, every fenced write in the database must
+//! present its grant's proof in `fencing.proof` (meant for `SET LOCAL`).
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CString;
@@ -17,6 +22,10 @@ pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 static TOKEN: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static LOCK: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static SEQUENCE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// The verifier keys every fenced write's proof must hold under, or unset.
+pub static VERIFY_KEYS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// The proof (hex) the transaction's writes present.
+pub static PROOF: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Registers every setting with the server.
 pub fn define() {
@@ -61,6 +70,25 @@ pub fn define() {
         c"The sequence this transaction presents when a row does not carry one (DELETE).",
         c"Decimal, 0 to 9223372036854775807. Meant for SET LOCAL.",
         &SEQUENCE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"fencing.verify_keys",
+        c"The lock service's verifier keys: while set, every fenced write must present a valid proof.",
+        c"Keys as `<id> <algorithm> <hex>` (the lines of a verify file from `fencing admin keygen`), separated by \
+          commas or newlines; several during a rotation. Empty: tokens are not signed. Keys that cannot be read \
+          fail every fenced write with SQLSTATE FN010.",
+        &VERIFY_KEYS,
+        GucContext::Suset,
+        GucFlags::SUPERUSER_ONLY,
+    );
+    GucRegistry::define_string_guc(
+        c"fencing.proof",
+        c"The proof of the token this transaction presents (the grant's fencing_proof, in hex).",
+        c"Needed while fencing.verify_keys is set: it must be the lock service's proof for the presented lock \
+          and token. Meant for SET LOCAL.",
+        &PROOF,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -178,7 +178,7 @@ pub fn decide(fence: Option<FenceRow>, p: &Presented) -> Outcome {
     let presented = Sequencer { lock: p.lock.to_owned(), token: u(p.token), sequence: p.sequence.map(u) };
     match guard::decide(fence.as_ref().map(fence_of).as_ref(), &presented, p.policy) {
         Err(failure) => Outcome::Failed { failure, fence },
-        Ok(Err(rejection)) => Outcome::Refused { reason: rejection.reason(), fence },
+        Ok(Err(reason)) => Outcome::Refused { reason, fence },
         Ok(Ok(Admission { high_water, sequence, new_term })) => Outcome::Admitted {
             high_water: signed("high_water", high_water),
             sequence: sequence.map(|s| signed("sequence", s)),

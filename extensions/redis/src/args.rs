@@ -83,7 +83,7 @@ pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisStrin
                 if value.as_slice().len() > MAX_PROOF_HEX {
                     return Err(invalid("PROOF", "is longer than 512 hex digits"));
                 }
-                let proof = crate::guard::unhex(value.as_slice())
+                let proof = fencing_runtime::key_text::unhex(value.as_slice())
                     .ok_or_else(|| invalid("PROOF", "must be hex digits, two per byte, as the grant gave it"))?;
                 options.proof = Some(proof);
                 rest = tail;

@@ -12,8 +12,8 @@
 //! Only who starts Redis or may run `MODULE LOAD` chooses them: a permissive
 //! component could admit any write, and a signing key mints tokens.
 
-use fencing_runtime::proof::{Algorithm, Signer, VerifierKey};
-use fencing_runtime::{Verifier, WasmGuard};
+use fencing_runtime::proof::{Signer, VerifierKey};
+use fencing_runtime::{Verifier, WasmGuard, key_text};
 use redis_module::{RedisError, RedisString};
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -37,23 +37,16 @@ fn utf8<'a>(arg: &'a RedisString, what: &str) -> Result<&'a str, String> {
     std::str::from_utf8(arg.as_slice()).map_err(|_| format!("the {what} is not UTF-8"))
 }
 
-/// `<id> <algorithm> <hex>`: a key id, `ed25519` or `hmac-sha256`, and the key's bytes.
+/// `<id> <algorithm> <hex>`: a key id, `ed25519` or `hmac-sha256`, and the
+/// key's bytes, read as every host reads keys (`fencing_runtime::key_text`).
 fn key(
     word: &str,
     id: &RedisString,
     algorithm: &RedisString,
     hex: &RedisString,
-) -> Result<(u32, Algorithm, Vec<u8>), String> {
-    let id = utf8(id, "key id")?
-        .parse::<u32>()
-        .map_err(|_| format!("{word}: the key id is not a number from 0 to 4294967295"))?;
-    let algorithm = match utf8(algorithm, "algorithm")? {
-        "ed25519" => Algorithm::Ed25519,
-        "hmac-sha256" => Algorithm::HmacSha256,
-        other => return Err(format!("{word} {id}: algorithm {other:?} is not ed25519 or hmac-sha256")),
-    };
-    let bytes = unhex(hex.as_slice()).ok_or_else(|| format!("{word} {id}: the key is not hex digits, two per byte"))?;
-    Ok((id, algorithm, bytes))
+) -> Result<key_text::KeyFields, String> {
+    key_text::key(utf8(id, "key id")?, utf8(algorithm, "algorithm")?, utf8(hex, "key")?)
+        .map_err(|e| format!("{word}: {e}"))
 }
 
 fn parse(args: &[RedisString]) -> Result<Options, String> {
@@ -123,13 +116,4 @@ pub fn verifier() -> Option<&'static Verifier> {
 /// The key grants are signed with (`SIGN`), if any.
 pub fn signer() -> Option<&'static Signer> {
     SIGNER.get().and_then(Option::as_ref)
-}
-
-/// The bytes of `hex` (two digits each, either case); `None` for anything else.
-pub fn unhex(hex: &[u8]) -> Option<Vec<u8>> {
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    hex.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
 }

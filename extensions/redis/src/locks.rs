@@ -11,6 +11,7 @@
 use crate::args::{invalid, lock_arg, u64_arg};
 use crate::fence::{hash_fields, replicated, reply_bytes};
 use crate::keys;
+use fencing_runtime::key_text::hex;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 /// Shortest and longest lease, as the reference server takes them.
@@ -36,7 +37,7 @@ fn lease_ms(arg: &RedisString) -> Result<u64, RedisError> {
 fn new_lease_id() -> Result<String, RedisError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| RedisError::String(format!("ERR no randomness for a lease id: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&bytes))
 }
 
 fn text(v: &RedisValue) -> Option<String> {
@@ -96,7 +97,7 @@ pub fn acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let mut reply = vec![RedisValue::Integer(token), RedisValue::BulkString(lease)];
     if let Some(signer) = crate::guard::signer() {
         let proof = signer.prove(&name, token as u64);
-        reply.push(RedisValue::BulkString(proof.iter().map(|b| format!("{b:02x}")).collect()));
+        reply.push(RedisValue::BulkString(hex(&proof)));
     }
     Ok(RedisValue::Array(reply))
 }

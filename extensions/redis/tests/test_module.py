@@ -312,9 +312,9 @@ class Plugin(unittest.TestCase):
     def test_a_plugin_that_cannot_load_stops_the_module_loading_with_a_reason(self):
         for args, reason in ((["PLUGIN", "/nonexistent.wasm"], "cannot load the plugin /nonexistent.wasm"),
                              (["PLUGINS"], "the module takes `PLUGIN"),
-                             (["VERIFY", "7", "rsa", "00"], "VERIFY 7: algorithm \"rsa\" is not ed25519"),
+                             (["VERIFY", "7", "rsa", "00"], "VERIFY: key 7: algorithm \"rsa\" is not ed25519"),
                              (["VERIFY", "7", "ed25519", "00ff"], "VERIFY: verifier key 7 is not a key of its algorithm"),
-                             (["SIGN", "7", "ed25519", "zz"], "SIGN 7: the key is not hex")):
+                             (["SIGN", "7", "ed25519", "zz"], "SIGN: key 7: the key is not hex")):
             with self.subTest(args=args):
                 with self.assertRaises(RuntimeError) as e:
                     Server(module_args=args)

@@ -12,8 +12,8 @@
 use crate::answer::decision_json;
 use crate::args::{fail, fence_lock_token, policy, text, unsigned};
 use crate::session::Session;
-use fencing_runtime::proof::{Algorithm, ProofRejection, SignedRejection, VerifierKey};
-use fencing_runtime::{Sequencer, Verifier};
+use fencing_runtime::proof::{ProofRejection, SignedRejection, VerifierKey};
+use fencing_runtime::{Sequencer, Verifier, key_text};
 use rusqlite::Result;
 use rusqlite::functions::Context;
 use rusqlite::types::ValueRef;
@@ -38,11 +38,8 @@ pub fn set_keys(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     for k in 0..ctx.len() / 3 {
         let id = unsigned(ctx, 3 * k, "key id")?.ok_or_else(|| fail("fencing: key id is NULL"))?;
         let id = u32::try_from(id).map_err(|_| fail(format!("fencing: key id {id} is above 4294967295")))?;
-        let algorithm = match text(ctx, 3 * k + 1, "algorithm")?.as_deref() {
-            Some("ed25519") => Algorithm::Ed25519,
-            Some("hmac-sha256") => Algorithm::HmacSha256,
-            other => return Err(fail(format!("fencing: algorithm {other:?} is not ed25519 or hmac-sha256"))),
-        };
+        let algorithm = text(ctx, 3 * k + 1, "algorithm")?.ok_or_else(|| fail("fencing: algorithm is NULL"))?;
+        let algorithm = key_text::algorithm(&algorithm).map_err(|e| fail(format!("fencing: {e}")))?;
         let material = bytes(ctx, 3 * k + 2, "key")?.ok_or_else(|| fail("fencing: key is NULL"))?;
         keys.push(VerifierKey { id, algorithm, material });
     }
@@ -93,17 +90,9 @@ fn bytes(ctx: &Context<'_>, i: usize, what: &str) -> Result<Option<Vec<u8>>> {
     match ctx.get_raw(i) {
         ValueRef::Null => Ok(None),
         ValueRef::Blob(b) => Ok(Some(b.to_vec())),
-        ValueRef::Text(t) => {
-            let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-            if t.len() % 2 != 0 {
-                return Err(fail(format!("fencing: {what} as text must be hex digits, two per byte")));
-            }
-            t.chunks(2)
-                .map(|p| Some(hex(p[0])? << 4 | hex(p[1])?))
-                .collect::<Option<Vec<u8>>>()
-                .map(Some)
-                .ok_or_else(|| fail(format!("fencing: {what} as text must be hex digits, two per byte")))
-        }
+        ValueRef::Text(t) => key_text::unhex(t)
+            .map(Some)
+            .ok_or_else(|| fail(format!("fencing: {what} as text must be hex digits, two per byte"))),
         other => Err(fail(format!("fencing: {what} must be a blob or hex text, got {}", other.data_type()))),
     }
 }

@@ -6,6 +6,7 @@
 //! `FENCING_WRITE_PROOF_VECTORS=1` fills in each key's `material` and each
 //! proof's `hex` from its secret and description instead of checking them.
 
+use fencing_runtime::key_text::{self, hex};
 use fencing_runtime::proof::{Algorithm, ProofRejection, SignedRejection, Signer, VerifierKey};
 use fencing_runtime::{
     Admission, CallPath, Fence, Guard, NativeGuard, Policy, Rejection, Sequencer, SignedDecision, Verifier, WasmGuard,
@@ -17,20 +18,12 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/proofs")
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex")).collect()
+    key_text::unhex(text).expect("hex")
 }
 
 fn algorithm(v: &Value) -> Algorithm {
-    match v.as_str() {
-        Some("ed25519") => Algorithm::Ed25519,
-        Some("hmac-sha256") => Algorithm::HmacSha256,
-        other => panic!("unknown algorithm {other:?}"),
-    }
+    key_text::algorithm(v.as_str().expect("an algorithm name")).unwrap()
 }
 
 fn signer(keys: &Value, name: &str) -> Signer {

@@ -59,7 +59,7 @@ pub(crate) struct Locks {
 impl Locks {
     /// The hex proof for `token` of `lock`, when grants are signed.
     fn prove(&self, lock: &str, token: u64) -> Option<String> {
-        Some(crate::keys::hex(&self.signer.as_ref()?.prove(lock, token)))
+        Some(fencing_runtime::key_text::hex(&self.signer.as_ref()?.prove(lock, token)))
     }
 }
 

@@ -236,7 +236,7 @@ mod tests {
     /// parameter carries the limit and pattern the server checks it with.
     #[test]
     fn request_strings_carry_the_servers_rules() {
-        use fencing_api::wire::names::{MAX_NAME_CHARS, MAX_PATH_CHARS, NAME_PATTERN, name_problem};
+        use fencing_api::wire::names::{NAME_PATTERN, name_problem};
         let json = document();
         let mut fields: Vec<(String, &serde_json::Value)> = Vec::new();
         for name in ["WriteBody", "WritePayload", "AcquireRequest", "LeaseRef", "ResetBody"] {
@@ -267,12 +267,21 @@ mod tests {
             checked += 1;
         }
         assert_eq!(checked, 15, "fields checked");
-        let names = field_rule("resource_id").unwrap();
-        assert_eq!(
-            (names["maxLength"].as_u64(), names["pattern"].as_str()),
-            (Some(MAX_NAME_CHARS as u64), Some(NAME_PATTERN))
-        );
-        assert_eq!(field_rule("file_path").unwrap()["maxLength"], MAX_PATH_CHARS);
+        // The published limits are the ones the storage's own validators
+        // hold: the limit passes there, one character more is refused.
+        use crate::storage::{validate_file_path, validate_lock_id, validate_resource_id};
+        type Validate = fn(&str) -> Result<(), crate::storage::StorageError>;
+        let validators: [(&str, &str, Validate); 3] = [
+            ("WriteBody", "resource_id", validate_resource_id),
+            ("WriteBody", "lock_id", validate_lock_id),
+            ("WritePayload", "file_path", validate_file_path),
+        ];
+        for (schema, field, validate) in validators {
+            let max = json["components"]["schemas"][schema]["properties"][field]["maxLength"].as_u64().unwrap();
+            assert!(validate(&"a".repeat(max as usize)).is_ok(), "{schema}.{field} at its maxLength {max}");
+            assert!(validate(&"a".repeat(max as usize + 1)).is_err(), "{schema}.{field} past its maxLength {max}");
+        }
+        assert_eq!(field_rule("resource_id").unwrap()["pattern"].as_str(), Some(NAME_PATTERN));
         let reset = &json["components"]["schemas"]["ResetBody"];
         assert_eq!(reset["properties"]["high_water"]["minimum"], 1);
         assert_eq!(reset["allOf"].as_array().map(Vec::len), Some(2), "lock_id and high_water together");

@@ -89,7 +89,7 @@ pub fn decode_proof(text: &str) -> Result<Vec<u8>, ApiError> {
     if text.len() > MAX_PROOF_HEX {
         return Err(field(format!("is {} characters, longer than {MAX_PROOF_HEX}", text.len())));
     }
-    crate::keys::unhex(text)
+    fencing_runtime::key_text::unhex(text)
         .ok_or_else(|| field("must be hex digits, two per byte, as the grant's fencing_proof".into()))
 }
 

@@ -176,3 +176,44 @@ async fn forged_tokens_are_refused_with_their_own_sqlstate_and_the_paused_holder
     assert_eq!(write(&app, "C-new-key", 35, &hex(&next.prove("orders-2026-05", 35))).await, None);
     assert_eq!(invoice(&app).await, ("C-new-key".into(), 35));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_server_hands_each_proof_to_the_extension() {
+    use fencing_runtime::Policy;
+    use fencing_runtime::proof::ProofRejection;
+    use fencing_server::storage::{Engine, Mutation, PgGuard, PostgresEngine, WriteOutcome};
+    let pg = with_extension().await;
+    let signer = Signer::new(11, Algorithm::Ed25519, &[5; 32]).unwrap();
+    let keys = format!("11 ed25519 {}", hex(&signer.verifier_key().material));
+    // The server's role takes the keys (new sessions: the engine's pool).
+    connect(&pg.url)
+        .await
+        .batch_execute(&format!("ALTER ROLE fencing SET fencing.verify_keys = '{keys}'"))
+        .await
+        .unwrap();
+    let engine = PostgresEngine::connect(&pg.url, PgGuard::Extension, Policy::NonDecreasing).await.unwrap();
+    let put = |token, proof: Option<Vec<u8>>| {
+        let mut req = fencing_testkit::storage::raw("signed", token, "/f", Mutation::Put, b"x");
+        req.proof = proof;
+        req.validate().unwrap()
+    };
+    let refused = |outcome| match outcome {
+        WriteOutcome::ProofRefused { rejection, .. } => rejection,
+        other => panic!("expected a proof refusal, got {other:?}"),
+    };
+    assert_eq!(refused(engine.write(put(7, None)).await.unwrap()), ProofRejection::Missing);
+    let mut other_key = signer.prove("signed", 7);
+    other_key[1..5].copy_from_slice(&12u32.to_be_bytes());
+    assert_eq!(
+        refused(engine.write(put(7, Some(other_key))).await.unwrap()),
+        ProofRejection::UnknownKey { key_id: 12 }
+    );
+    let forged = Some(signer.prove("signed", 6));
+    assert_eq!(refused(engine.write(put(7, forged)).await.unwrap()), ProofRejection::BadProof);
+    let granted = Some(signer.prove("signed", 7));
+    assert!(matches!(engine.write(put(7, granted)).await.unwrap(), WriteOutcome::Admitted { .. }));
+    // The server's own --verify-keys does not combine with the extension deciding: PostgreSQL holds the keys.
+    let verifier = fencing_runtime::Verifier::new(vec![signer.verifier_key()]).unwrap();
+    let err = engine.with_verifier(std::sync::Arc::new(verifier)).err().expect("refused");
+    assert!(err.to_string().contains("fencing.verify_keys"), "{err}");
+}

@@ -59,6 +59,15 @@ pub fn policy_arg(arg: &RedisString) -> Result<Policy, RedisError> {
     }
 }
 
+/// A `PROOF` argument: the grant's proof in hex.
+pub fn proof_arg(value: &RedisString) -> Result<Vec<u8>, RedisError> {
+    if value.as_slice().len() > MAX_PROOF_HEX {
+        return Err(invalid("PROOF", "is longer than 512 hex digits"));
+    }
+    fencing_runtime::key_text::unhex(value.as_slice())
+        .ok_or_else(|| invalid("PROOF", "must be hex digits, two per byte, as the grant gave it"))
+}
+
 /// Reads `SEQ n` and `POLICY p` from the front of `args`; the rest is returned.
 pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisString]), RedisError> {
     let mut options = WriteOptions { sequence: None, policy: Policy::NonDecreasing, proof: None };
@@ -80,12 +89,7 @@ pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisStrin
                 if options.proof.is_some() {
                     return Err(invalid("PROOF", "is given twice"));
                 }
-                if value.as_slice().len() > MAX_PROOF_HEX {
-                    return Err(invalid("PROOF", "is longer than 512 hex digits"));
-                }
-                let proof = fencing_runtime::key_text::unhex(value.as_slice())
-                    .ok_or_else(|| invalid("PROOF", "must be hex digits, two per byte, as the grant gave it"))?;
-                options.proof = Some(proof);
+                options.proof = Some(proof_arg(value)?);
                 rest = tail;
             }
             [word]

@@ -1,14 +1,18 @@
 //! `FENCING.DECIDE`: one decision with no key, for checking the module
 //! against the shared vectors and for clients that keep fences elsewhere.
 //!
-//! `FENCING.DECIDE policy lock token [SEQ n] [FENCE lock high_water [SEQ n]]`
+//! `FENCING.DECIDE policy lock token [SEQ n] [FENCE lock high_water [SEQ n]] [PROOF hex]`
 //! answers `[verdict, ...evidence]`: `admitted high_water sequence new_term`,
 //! `stale_token presented high_water`, `token_reused presented high_water`,
 //! `sequence_regressed token presented last`, `wrong_lock`, `invalid_token`.
+//! With the module's `VERIFY` keys the decision is signed, as a write's is:
+//! the proof is checked first, and its refusals answer `proof_missing`,
+//! `proof_malformed`, `proof_unknown_key key_id` or `proof_bad`.
 //! Numbers are bulk strings (a u64 does not fit a RESP integer), a missing
 //! sequence is nil.
 
-use crate::args::{any_lock_arg, invalid, policy_arg, u64_arg};
+use crate::args::{any_lock_arg, invalid, policy_arg, proof_arg, u64_arg};
+use fencing_runtime::proof::{ProofRejection, SignedRejection};
 use fencing_runtime::{Fence, Guard, Rejection, Sequencer};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
@@ -36,6 +40,10 @@ pub fn decide(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let policy = policy_arg(policy)?;
     let (seq, rest) = sequence(rest)?;
     let presented = Sequencer { lock: any_lock_arg(lock)?, token: u64_arg(token, "token")?, sequence: seq };
+    let (proof, rest) = match rest {
+        [head @ .., word, hex] if word.as_slice().eq_ignore_ascii_case(b"PROOF") => (Some(proof_arg(hex)?), head),
+        _ => (None, rest),
+    };
     let current = match rest {
         [] => None,
         [word, lock, high_water, rest @ ..] if word.as_slice().eq_ignore_ascii_case(b"FENCE") => {
@@ -48,10 +56,24 @@ pub fn decide(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         _ => return Err(RedisError::WrongArity),
     };
     let guard = crate::guard::get()?;
-    let decision = guard
-        .admit(current.as_ref(), &presented, policy)
-        .map_err(|e| RedisError::String(format!("GUARD_FAILURE {e}")))?;
+    let decision = match crate::guard::verifier() {
+        None => guard.admit(current.as_ref(), &presented, policy).map(|d| d.map_err(SignedRejection::Fence)),
+        Some(verifier) => {
+            guard.admit_signed(verifier, current.as_ref(), &presented, &proof.unwrap_or_default(), policy)
+        }
+    }
+    .map_err(|e| RedisError::String(format!("GUARD_FAILURE {e}")))?;
     let word = |w: &'static str| RedisValue::SimpleStringStatic(w);
+    let decision = match decision {
+        Ok(a) => Ok(a),
+        Err(SignedRejection::Fence(r)) => Err(r),
+        Err(SignedRejection::Proof(ProofRejection::UnknownKey { key_id })) => {
+            return Ok(RedisValue::Array(vec![word("proof_unknown_key"), number(u64::from(key_id))]));
+        }
+        Err(SignedRejection::Proof(r)) => {
+            return Ok(RedisValue::Array(vec![RedisValue::SimpleString(r.reason().into())]));
+        }
+    };
     Ok(RedisValue::Array(match decision {
         Ok(a) => vec![
             word("admitted"),

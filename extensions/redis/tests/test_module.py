@@ -360,6 +360,65 @@ class Signed(unittest.TestCase):
         self.assertEqual(r.info("fencing")["fencing_writes_refused"], 3)
 
 
+class ProofVectors(unittest.TestCase):
+    """Every shared proof vector through FENCING.DECIDE ... PROOF, one
+    module load per verifier key set the vectors name (VERIFY arguments)."""
+
+    def test_every_proof_vector(self):
+        with open(PROOFS) as f:
+            file = json.load(f)
+        by_keys = {}
+        for case in file["cases"]:
+            by_keys.setdefault(tuple(case["verifier"]), []).append(case)
+        ran = 0
+        for names, cases in by_keys.items():
+            args = []
+            for name in names:
+                k = file["keys"][name]
+                args += ["VERIFY", str(k["id"]), k["algorithm"], k["material"]]
+            server = Server(module_args=args)
+            try:
+                r = server.client()
+                for c in cases:
+                    with self.subTest(case=c["name"]):
+                        self.assertEqual(self.decide(r, c), self.expected(c["expect"]))
+                    ran += 1
+            finally:
+                server.stop()
+        self.assertEqual(ran, len(file["cases"]))
+        self.assertGreaterEqual(ran, 21)
+
+    @staticmethod
+    def decide(r, c):
+        s, f = c["sequencer"], c["fence"]
+        args = ["FENCING.DECIDE", c["policy"], s["lock"], s["token"]]
+        if s.get("sequence") is not None:
+            args += ["SEQ", s["sequence"]]
+        if f is not None:
+            args += ["FENCE", f["lock"], f["high_water"]]
+            if f.get("sequence") is not None:
+                args += ["SEQ", f["sequence"]]
+        if c["proof"]["hex"]:
+            args += ["PROOF", c["proof"]["hex"]]
+        reply = r.execute_command(*args)
+        verdict = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
+        num = lambda v: None if v is None else int(v)
+        if verdict == "admitted":
+            return {"verdict": verdict, "high_water": num(reply[1]), "sequence": num(reply[2]), "new_term": bool(reply[3])}
+        if verdict in ("stale_token", "token_reused"):
+            return {"verdict": verdict, "presented": num(reply[1]), "high_water": num(reply[2])}
+        if verdict == "proof_unknown_key":
+            return {"verdict": verdict, "key_id": num(reply[1])}
+        return {"verdict": verdict}
+
+    @staticmethod
+    def expected(e):
+        e = dict(e)
+        if e["verdict"] == "admitted":
+            e.setdefault("sequence", None)
+        return e
+
+
 def vector_cases():
     for path in sorted(glob.glob(os.path.join(VECTORS, "*.json"))):
         with open(path) as f:

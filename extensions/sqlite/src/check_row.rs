@@ -11,12 +11,15 @@
 //! this table's row held before the write and `row_token` the token it holds
 //! after, when the table keeps its fences in its rows (`fence_in_row.rs`). A
 //! refusal fails the statement; an admission answers a [`FenceRowWrite`].
+//! On a connection with verifier keys (`fencing_set_keys`), the row is
+//! decided signed: the proof of `fencing_present_proof` must hold for the
+//! presented lock and token before the mark is consulted.
 
 use crate::args::{borrowed, fail, int, policy, to_i64, unsigned};
 use crate::fence_in_row;
 use crate::guard::or_embedded;
 use crate::session::{FenceRowWrite, Pending, Presented, Session};
-use fencing_runtime::{Admission, Fence, Rejection, Sequencer};
+use fencing_runtime::{Admission, Fence, Sequencer};
 use rusqlite::Result;
 use rusqlite::functions::Context;
 use rusqlite::types::Value;
@@ -26,23 +29,30 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     let table = borrowed(ctx, 0, "table")?.unwrap_or_default();
     let resource = borrowed(ctx, 1, "resource")?
         .ok_or_else(|| fail(format!("fencing: a row of {table} has a NULL resource; protected rows need one")))?;
-    let (session, plugin) = {
+    let (session, plugin, signed) = {
         let state = s.lock();
-        (state.presented.clone(), state.plugin.clone())
+        let signed = state.verifier.clone().map(|v| (v, state.proof.clone().unwrap_or_default()));
+        (state.presented.clone(), state.plugin.clone(), signed)
     };
     let row = RowCheck { ctx, table, resource };
     let presented = row.presented(&session)?;
     let fence = FenceArgs::read(ctx)?;
     let current = row.current_mark(&fence)?;
-    let decision = or_embedded(plugin)
-        .map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?
-        .decide(current.as_ref(), &presented, policy(borrowed(ctx, 5, "policy")?)?)
-        .map_err(|why| {
-            fail(format!(
-                "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
-                row.at(&presented.lock)
-            ))
-        })?;
+    let decider = or_embedded(plugin).map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?;
+    let policy = policy(borrowed(ctx, 5, "policy")?)?;
+    // With keys on the connection, the presented proof is checked before the fence.
+    let decision = match &signed {
+        None => decider.decide(current.as_ref(), &presented, policy).map(|d| d.map_err(|r| r.reason())),
+        Some((verifier, proof)) => decider
+            .decide_signed(verifier, current.as_ref(), &presented, proof, policy)
+            .map(|d| d.map_err(|r| r.reason())),
+    }
+    .map_err(|why| {
+        fail(format!(
+            "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
+            row.at(&presented.lock)
+        ))
+    })?;
     match decision {
         Ok(admission) => {
             let write = row.fence_row_write(&presented, &admission, &fence, int(ctx, 11, "row token")?)?;
@@ -55,7 +65,7 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
             });
             Ok(write.sql())
         }
-        Err(rejection) => Err(row.refusal(&rejection, &presented, current.as_ref())),
+        Err(reason) => Err(row.refusal(reason, &presented, current.as_ref())),
     }
 }
 
@@ -154,15 +164,14 @@ impl RowCheck<'_> {
 
     /// The refusal that fails the statement: its reason, where, what was
     /// presented and the fence it was decided against.
-    fn refusal(&self, rejection: &Rejection, presented: &Sequencer, current: Option<&Fence>) -> rusqlite::Error {
+    fn refusal(&self, reason: &str, presented: &Sequencer, current: Option<&Fence>) -> rusqlite::Error {
         let shown = |seq: Option<u64>| seq.map_or_else(String::new, |v| format!(" sequence {v}"));
         let fence = match current {
             None => "no fence".to_string(),
             Some(f) => format!("high_water {}{} (bound to lock {:?})", f.high_water, shown(f.sequence), f.lock),
         };
         fail(format!(
-            "fencing: {}: {}: presented token {}{}, {fence}",
-            rejection.reason(),
+            "fencing: {reason}: {}: presented token {}{}, {fence}",
             self.at(&presented.lock),
             presented.token,
             shown(presented.sequence)

@@ -64,6 +64,8 @@ pub fn register(db: Connection) -> Result<bool> {
     db.create_scalar_function(c"fencing_set_keys", -1, direct, move |ctx| crate::signed::set_keys(ctx, &s))?;
     let s = session.clone();
     db.create_scalar_function(c"fencing_admit_signed", -1, utf8, move |ctx| crate::signed::admit_signed(ctx, &s))?;
+    let s = session.clone();
+    db.create_scalar_function(c"fencing_present_proof", 1, direct, move |ctx| crate::signed::present_proof(ctx, &s))?;
     db.create_scalar_function(c"fencing_protect", -1, direct, protect::protect)?;
     db.create_scalar_function(c"fencing_unprotect", 1, direct, protect::unprotect)?;
     Ok(false)

@@ -54,8 +54,11 @@ pub struct State {
     pub pending: Option<Pending>,
     /// A plugin chosen with `fencing_use_plugin`; `None`: the embedded component.
     pub plugin: Option<Arc<Decider>>,
-    /// The verifier keys given with `fencing_set_keys`, for `fencing_admit_signed`.
+    /// The verifier keys given with `fencing_set_keys`: `fencing_admit_signed`
+    /// and every protected row of this connection check proofs under them.
     pub verifier: Option<Arc<fencing_runtime::Verifier>>,
+    /// The proof `fencing_present_proof` set, for protected rows.
+    pub proof: Option<Vec<u8>>,
 }
 
 /// A connection's state, cloned into each of its functions.

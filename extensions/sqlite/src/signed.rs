@@ -1,6 +1,8 @@
 //! Signed tokens in SQLite: `fencing_set_keys(id, algorithm, key, ...)` gives
 //! this connection the lock service's verifier keys (the per-connection
-//! call; `fencing_set_keys(NULL)` forgets them), and
+//! call; `fencing_set_keys(NULL)` forgets them); from then on every write of
+//! a protected table on this connection must present the proof set with
+//! `fencing_present_proof(proof)` (`check_row.rs` decides it), and
 //! `fencing_admit_signed(current_lock, current_high_water, current_sequence,
 //! lock, token, sequence, proof [, policy])` decides a write whose proof
 //! (the grant's `fencing_proof`: a blob, or its hex as text) must hold under
@@ -46,6 +48,19 @@ pub fn set_keys(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     let n = keys.len() as i64;
     let verifier = Verifier::new(keys).map_err(|e| fail(format!("fencing: {e}")))?;
     s.lock().verifier = Some(Arc::new(verifier));
+    Ok(n)
+}
+
+/// `fencing_present_proof(proof)`: the proof (a blob, or its hex as text) of
+/// the token this connection's writes to protected tables present, checked
+/// while the connection has keys; `NULL` clears it. Answers the proof's bytes.
+pub fn present_proof(ctx: &Context<'_>, s: &Session) -> Result<i64> {
+    let proof = bytes(ctx, 0, "proof")?;
+    if let Some(p) = proof.as_ref().filter(|p| p.len() > MAX_PROOF) {
+        return Err(fail(format!("fencing: proof is {} bytes, more than {MAX_PROOF}", p.len())));
+    }
+    let n = proof.as_ref().map_or(0, Vec::len) as i64;
+    s.lock().proof = proof;
     Ok(n)
 }
 

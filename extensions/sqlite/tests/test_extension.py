@@ -199,6 +199,63 @@ class Signed(unittest.TestCase):
         self.assertIn("fencing_set_keys first", str(e.exception))
 
 
+def hmac_proof(secret: bytes, key_id: int, lock: str, token: int) -> bytes:
+    """A proof as the lock service makes it with an HMAC-SHA256 key (docs/design.md, "Signed tokens")."""
+    import hashlib
+    import hmac
+    head = key_id.to_bytes(4, "big")
+    message = b"fencing-proof-v1\0" + head + token.to_bytes(8, "big") + lock.encode()
+    return b"\x01" + head + hmac.new(secret, message, hashlib.sha256).digest()
+
+
+class SignedProtected(unittest.TestCase):
+    """A protected table on a connection with keys: every row presents the
+    proof of fencing_present_proof, checked before the mark."""
+
+    SECRET = bytes(range(32))
+
+    def setUp(self):
+        self.db = connect()
+        self.db.execute("CREATE TABLE docs(id TEXT PRIMARY KEY, body TEXT, token INTEGER)")
+        self.db.execute("SELECT fencing_protect('docs', 'id', 'token')")
+        self.assertEqual(self.db.execute("SELECT fencing_set_keys(5, 'hmac-sha256', ?)", (self.SECRET,)).fetchone()[0], 1)
+
+    def proof(self, token, lock="invoice"):
+        return hmac_proof(self.SECRET, 5, lock, token)
+
+    def write(self, body, token, proof):
+        self.db.execute("SELECT fencing_present_proof(?)", (proof,))
+        self.db.execute("INSERT INTO docs VALUES ('invoice', ?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body, "
+                        "token = excluded.token", (body, token))
+
+    def refused(self, body, token, proof):
+        with self.assertRaises(sqlite3.Error) as e:
+            self.write(body, token, proof)
+        return str(e.exception)
+
+    def test_forgeries_are_refused_by_reason_and_the_paused_holder_still_loses(self):
+        self.write("A", 33, self.proof(33))
+        for proof, reason in [(None, "proof_missing"), (self.proof(33), "proof_bad"), (self.proof(34)[:20], "proof_malformed"),
+                              (self.proof(34, lock="other"), "proof_bad"), (hmac_proof(self.SECRET, 6, "invoice", 34), "proof_unknown_key")]:
+            with self.subTest(reason=reason, proof=proof):
+                message = self.refused("forged", 34, proof)
+                self.assertIn(f"fencing: {reason}: table docs", message)
+                self.assertIn("presented token 34", message)
+        self.assertEqual(self.db.execute("SELECT body, token FROM docs").fetchone(), ("A", 33), "no forgery was written")
+        self.assertEqual(mark(self.db, "invoice"), ("invoice", 33, None), "no forgery moved the mark")
+        self.write("B", 34, self.proof(34).hex())  # hex text is taken too
+        self.assertIn("stale_token", self.refused("A-late", 33, self.proof(33)))
+        self.assertEqual(self.db.execute("SELECT body, token FROM docs").fetchone(), ("B", 34))
+        with self.assertRaises(sqlite3.Error) as e:
+            self.db.execute("SELECT fencing_present_proof('zz')")
+        self.assertIn("hex digits", str(e.exception))
+
+    def test_a_connection_without_keys_decides_unsigned(self):
+        self.db.execute("SELECT fencing_set_keys(NULL)")
+        self.write("unsigned", 7, None)
+        self.assertEqual(mark(self.db, "invoice"), ("invoice", 7, None))
+
+
 def mark(db, resource):
     """The resource's mark as (lock, high_water, sequence), None without one."""
     out = db.execute("SELECT fencing_fence(?)", (resource,)).fetchone()[0]

@@ -13,9 +13,15 @@
 //! trigger recognises it as the same write (same transaction, lock, token
 //! and sequence) without deciding again. Tokens and sequences must fit in
 //! `bigint`: anything above 2^63-1 is refused as an invalid field.
+//!
+//! Signed tokens: the keys are PostgreSQL's (`fencing.verify_keys`, set by
+//! its superuser), not the server's; the server hands each write's
+//! `fencing_proof` to the extension (`fencing.proof`, for the transaction)
+//! and reports the extension's proof refusals as the host guard would.
 
 use super::{Mutation, StorageError, ValidWrite, WriteOutcome};
-use fencing_runtime::{Admission, Fence, GuardFailure, Policy, Rejection};
+use fencing_runtime::proof::ProofRejection;
+use fencing_runtime::{Admission, Fence, GuardFailure, Policy, Rejection, key_text};
 use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
@@ -131,6 +137,10 @@ pub(super) async fn decide(
             return Ok(Err(WriteOutcome::TooFarAhead { max_advance, fence }));
         }
     }
+    if let Some(proof) = &req.proof {
+        // Checked by the extension when PostgreSQL has `fencing.verify_keys`.
+        txn.execute("SELECT set_config('fencing.proof', $1, true)", &[&key_text::hex(proof)]).await.map_err(pg)?;
+    }
     let decided = txn
         .query_one(
             "SELECT admitted, reason, high_water, last_sequence, new_term FROM fencing.try_write($1, $2, $3, $4, $5)",
@@ -170,12 +180,33 @@ pub(super) async fn decide(
         "sequence_regressed" => {
             Rejection::SequenceRegressed { token: req.token, presented: req.sequence, last: last.unwrap_or(0) }
         }
+        proof if proof.starts_with("proof_") => {
+            let rejection = proof_rejection(proof, req.proof.as_deref().unwrap_or_default())?;
+            return Ok(Err(WriteOutcome::ProofRefused { rejection, fence: fence_in(txn, rid).await? }));
+        }
         other => {
             return Err(StorageError::Backend(format!("postgres: the extension answered an unknown reason `{other}`")));
         }
     };
     let fence = fence_in(txn, rid).await?;
     Ok(Err(WriteOutcome::Rejected { rejection, fence }))
+}
+
+/// The proof's refusal the extension named (`fencing.verify_keys` set in
+/// PostgreSQL); an unknown key's id is the proof's own.
+fn proof_rejection(reason: &str, proof: &[u8]) -> Result<ProofRejection, StorageError> {
+    Ok(match reason {
+        "proof_missing" => ProofRejection::Missing,
+        "proof_malformed" => ProofRejection::Malformed,
+        "proof_bad" => ProofRejection::BadProof,
+        "proof_unknown_key" => match proof.get(1..5) {
+            Some(id) => ProofRejection::UnknownKey { key_id: u32::from_be_bytes(id.try_into().expect("four bytes")) },
+            None => ProofRejection::Malformed,
+        },
+        other => {
+            return Err(StorageError::Backend(format!("postgres: the extension answered an unknown reason `{other}`")));
+        }
+    })
 }
 
 /// The guard failure an FN010 error reports (its DETAIL's `failure` starts with the reason).

@@ -129,12 +129,16 @@ impl PostgresEngine {
     }
 
     /// Checks every write's proof with `verifier` before its fence. Only the
-    /// host guard can: the extension decides inside PostgreSQL, which has no
-    /// keys, so with [`PgGuard::Extension`] this is refused.
+    /// host guard takes keys from the server: with [`PgGuard::Extension`] the
+    /// extension checks the proofs the server hands it with PostgreSQL's own
+    /// `fencing.verify_keys`, so this is refused.
     pub fn with_verifier(mut self, verifier: Arc<Verifier>) -> Result<PostgresEngine, StorageError> {
         if let PgGuard::Extension = self.guard {
             return Err(StorageError::Backend(
-                "signed writes are checked by the host guard: use --pg-guard host with --verify-keys".into(),
+                "with --pg-guard extension, PostgreSQL checks proofs with its own setting fencing.verify_keys \
+                 (the server hands it each write's fencing_proof): set that instead of --verify-keys, or use \
+                 --pg-guard host"
+                    .into(),
             ));
         }
         self.verifier = Some(verifier);

@@ -221,7 +221,7 @@ pub async fn run(cfg: &CampaignConfig) -> anyhow::Result<Finished> {
 
 /// Makes the campaign's signing key with `fencing admin keygen` (a fresh one
 /// each run); the paths of the signing and verify-key files.
-fn signing_keys(cfg: &CampaignConfig) -> anyhow::Result<(String, String)> {
+pub(super) fn signing_keys(cfg: &CampaignConfig) -> anyhow::Result<(String, String)> {
     let key = cfg.work_dir.join("signing.key");
     let public = cfg.work_dir.join("signing.key.pub");
     for path in [&key, &public] {
@@ -233,7 +233,7 @@ fn signing_keys(cfg: &CampaignConfig) -> anyhow::Result<(String, String)> {
 }
 
 /// Starts the forger on the campaign's runtime, writing straight to the storage.
-fn spawn_forger(
+pub(super) fn spawn_forger(
     cfg: &CampaignConfig,
     storage_url: &str,
     until: Instant,

@@ -12,6 +12,12 @@
 //!   `s(i mod 3 + 1)` and writes through the next one, so a client can be cut
 //!   off from its lock service and still reach its storage.
 //!
+//! With `--signed` every server signs what etcd grants (one key, made for
+//! the run), and the proofs are checked where writes are decided: by the
+//! extension (`fencing.verify_keys` in every node's `postgresql.conf`) or by
+//! the servers (`--verify-keys`). `--forger` adds the forger, writing from
+//! the controller through `s1`.
+//!
 //! The controller (this thread) runs in the hub namespace, which reaches every
 //! node whatever the partitions; it starts everything, lets the nemesis
 //! ([`nemesis`]) loose, reads every file back after each database restart and
@@ -70,7 +76,7 @@ impl Decider {
     pub fn describe(self) -> &'static str {
         match self {
             Decider::Extension => "the fencing extension in PostgreSQL",
-            Decider::Servers => "the fencing servers (the extension is not installed)",
+            Decider::Servers => "the fencing servers' own check (--pg-guard host, or no extension installed)",
             Decider::Nobody => "nobody (--no-fencing)",
         }
     }
@@ -131,10 +137,16 @@ async fn drive(
     let auth = campaign::auth_args(cfg)?;
 
     let pg_user = std::env::var("FENCING_PG_USER").unwrap_or_else(|_| "postgres".into());
+    let keys = if cfg.signed { Some(campaign::signing_keys(cfg)?) } else { None };
+    let pg_settings = match (&keys, decider) {
+        (Some((_, public)), Decider::Extension) => verify_keys_setting(public)?,
+        _ => String::new(),
+    };
     let mut etcd: Vec<Proc> =
         ETCD.iter().map(|m| Proc::etcd(net, &cfg.work_dir, m, &ETCD)).collect::<anyhow::Result<_>>()?;
     eprintln!("chaos: starting PostgreSQL ({} replication) and a 3-member etcd cluster", replication.name());
-    let mut database = Database::start(net, &cfg.work_dir, &pg_user, replication).await.context("start PostgreSQL")?;
+    let mut database =
+        Database::start(net, &cfg.work_dir, &pg_user, replication, &pg_settings).await.context("start PostgreSQL")?;
     // Members wait for each other to form a quorum: start them all, then wait for each.
     let mut starting = vec![];
     for member in etcd.iter_mut() {
@@ -155,6 +167,13 @@ async fn drive(
         Decider::Nobody => serve_args.push("--no-fencing".into()),
     }
     serve_args.extend(auth);
+    if let Some((key, public)) = keys {
+        // Every server signs what etcd grants; the proofs are checked where the writes are decided.
+        serve_args.extend(["--signing-key".into(), key]);
+        if decider == Decider::Servers {
+            serve_args.extend(["--verify-keys".into(), public]);
+        }
+    }
     let mut servers: Vec<Proc> = SERVERS
         .iter()
         .map(|s| Proc::fencing(net, &cfg.work_dir, s, &cfg.exe, serve_args.clone()))
@@ -177,6 +196,10 @@ async fn drive(
         targets.push((id.clone(), child.id(), locks.to_string()));
         children.push(child);
     }
+    let forger = match cfg.forger {
+        true => Some(campaign::spawn_forger(cfg, &url(SERVERS[0])?, deadline)?),
+        false => None,
+    };
     eprintln!("chaos: {} clients running, faults for {}s", clients.len(), cfg.seconds);
     let longest = etcd_lease_ms(cfg.lease_ms.1);
     let reader = url(SERVERS[0])?;
@@ -196,10 +219,23 @@ async fn drive(
     )
     .await;
     campaign::wait_clients(&mut children).await;
+    if let Some(forger) = forger {
+        forger.await.context("the forger")??;
+    }
     fault_result?;
     campaign::read_all(&reader, &resources, Phase::Final, &own).await?;
     drop(own);
-    campaign::merge_and_check(cfg, clients)
+    let mut histories = clients.to_vec();
+    histories.extend(cfg.forger.then(|| super::forger::FORGER.to_string()));
+    campaign::merge_and_check(cfg, &histories)
+}
+
+/// The `postgresql.conf` line giving the extension the verify file's keys
+/// (`fencing.verify_keys`: the file's key lines, comma-separated).
+fn verify_keys_setting(public: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(public).with_context(|| format!("read {public}"))?;
+    let keys: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    Ok(format!("fencing.verify_keys = '{}'\n", keys.join(", ")))
 }
 
 #[cfg(test)]

@@ -76,13 +76,22 @@ pub struct Database {
 
 impl Database {
     /// Makes the primary's cluster, starts it and, with replication, a standby
-    /// from its base backup; returns once the standby streams.
-    pub async fn start(net: &Net, work: &Path, user: &str, replication: Replication) -> anyhow::Result<Database> {
+    /// from its base backup; returns once the standby streams. `settings`:
+    /// more lines for `postgresql.conf` (every node has them: a standby gets
+    /// the file with its base backup).
+    pub async fn start(
+        net: &Net,
+        work: &Path,
+        user: &str,
+        replication: Replication,
+        settings: &str,
+    ) -> anyhow::Result<Database> {
         let count = if replication == Replication::None { 1 } else { 2 };
         let data = init_postgres(&work.join(NODES[0]), user)?;
         let conf = data.join("postgresql.conf");
         let mut text = std::fs::read_to_string(&conf).context("read postgresql.conf")?;
         text.push_str(&replication.settings());
+        text.push_str(settings);
         std::fs::write(&conf, text).context("write postgresql.conf")?;
         let mut nodes = vec![];
         for node in &NODES[..count] {

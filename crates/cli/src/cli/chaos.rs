@@ -221,9 +221,6 @@ fn run_campaign(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.clients == 0 || a.resources == 0 || a.seconds == 0 {
         return Err(super::usage("--seconds, --clients and --resources must be at least 1"));
     }
-    if a.topology == Topology::Cluster && (a.signed || a.forger) {
-        return Err(super::usage("--signed and --forger are for the local topology"));
-    }
     if a.signed && a.no_fencing {
         return Err(super::usage("--signed and --no-fencing contradict each other"));
     }

@@ -116,10 +116,8 @@ fn replication_and_the_decider_are_cluster_options_checked_before_anything_start
     refused(&["--pg-guard", "host"], "for the cluster topology");
     refused(&["--topology", "cluster", "--replication", "semi"], "sync");
     refused(&["--topology", "cluster", "--pg-guard", "host", "--no-fencing"], "--no-fencing");
-    // Signed tokens and the forger are the local topology's.
-    refused(&["--topology", "cluster", "--signed"], "for the local topology");
-    refused(&["--topology", "cluster", "--forger"], "for the local topology");
     refused(&["--signed", "--no-fencing"], "contradict");
+    refused(&["--topology", "cluster", "--signed", "--no-fencing"], "contradict");
 }
 
 #[test]

@@ -162,3 +162,35 @@ fn bad_keys_and_contradictory_flags_exit_2_naming_why() {
         assert!(stderr.contains(says), "{extra:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn with_etcd_granting_the_server_signs_what_etcd_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = fencing_testkit::etcd::cluster(&dir.path().join("etcd"), 1);
+    let etcd = members[0].client.clone();
+    let started = std::time::Instant::now();
+    while !reqwest::get(format!("{etcd}/health")).await.is_ok_and(|r| r.status().is_success()) {
+        assert!(started.elapsed().as_secs() < 20, "etcd did not come up");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let key = dir.path().join("signing.key");
+    keygen(&key, 2, "hmac-sha256");
+    let public = dir.path().join("signing.key.pub");
+    let flags = ["--locks", "etcd", "--etcd-endpoints", &etcd, "--signing-key", key.to_str().unwrap()];
+    let flags = [&flags[..], &["--verify-keys", public.to_str().unwrap()]].concat();
+    let mut server = ServeProcess::start_role("all", &dir.path().join("data"), &flags);
+    server.ready().await;
+    let base = server.base.clone();
+
+    // etcd grants the token (its revision); the server proves it.
+    let a = acquire(&base, 2000).await;
+    let (token, proof) = (a["fencing_token"].as_u64().unwrap(), a["fencing_proof"].as_str().unwrap().to_owned());
+    assert_eq!(proof.len(), 2 * 37, "version, key id, HMAC-SHA256 tag");
+    assert_eq!(write(&base, token, Some(&proof)).await.0, 200);
+    assert_eq!(write(&base, token + 1, None).await.1["reason"], "proof_missing");
+    assert_eq!(write(&base, token + 1, Some(&proof)).await.1["reason"], "proof_bad");
+    let (st, renewed) =
+        post(&base, "/v1/locks/renew", json!({"resource_id": "orders", "lock_token": a["lock_token"]})).await;
+    assert_eq!((st, renewed["fencing_proof"].as_str()), (200, Some(proof.as_str())));
+    server.kill9();
+}

@@ -1,0 +1,22 @@
+# shellcheck shell=bash
+# The Rust builds a test script needs, sourced by the scripts/test-* scripts.
+#
+# cargo resolves features per invocation: `cargo build -p fencing`, `-p
+# fencing-redis` and `cargo test --workspace` each pick another feature set
+# for shared dependencies (anyhow, serde, smallvec, ...), and each compiles
+# wasmtime and cranelift anew. scripts/test therefore builds the workspace
+# once, with the feature set of its Rust tests, and sets
+# FENCING_WORKSPACE_BUILT=1; under it these functions build nothing. Run on
+# their own, the scripts build just what they use.
+
+# The fencing binary (or the package named), unless scripts/test built the workspace.
+build_package() {
+  [ -n "${FENCING_WORKSPACE_BUILT:-}" ] && return 0
+  cargo build --quiet --locked -p "${1:-fencing}"
+}
+
+# What scripts/test builds once: every library (the Redis module too), the
+# binary and every test, as `cargo test --workspace` will want them.
+build_workspace() {
+  cargo build --locked --workspace --exclude fencing-postgres --lib --bins --tests
+}

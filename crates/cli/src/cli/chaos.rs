@@ -90,12 +90,13 @@ struct RunArgs {
     auth: bool,
     /// Signed tokens: a fresh key (`fencing admin keygen`), the lock service signing every
     /// grant and the storage checking every write's proof; the clients send their grants'
-    /// proofs. Local topology only.
+    /// proofs. In the cluster every server signs what etcd grants, and the extension
+    /// (`fencing.verify_keys`) or the servers (`--pg-guard host`) check the proofs.
     #[arg(long)]
     signed: bool,
     /// Add a forger: a client that writes with made-up tokens just above each resource's
     /// high-water mark, without a lease or a proof. Without `--signed` its admitted writes
-    /// are violations (`forged_token_admitted`). Local topology only.
+    /// are violations (`forged_token_admitted`). In the cluster it writes through `s1`.
     #[arg(long)]
     forger: bool,
     /// When the lock service answers a grant (`fencing serve --lease-sync`) [default:

@@ -115,4 +115,21 @@ pub trait Guard: Send + Sync {
         proof: &[u8],
         policy: Policy,
     ) -> Result<SignedDecision, GuardFailure>;
+
+    /// Decides one write as an engine configured with or without keys does:
+    /// with a `verifier`, [`Guard::admit_signed`]; without one, [`Guard::admit`]
+    /// (`proof` unread), its refusals as [`SignedRejection::Fence`].
+    fn admit_with_keys(
+        &self,
+        verifier: Option<&Verifier>,
+        current: Option<&Fence>,
+        presented: &Sequencer,
+        proof: &[u8],
+        policy: Policy,
+    ) -> Result<SignedDecision, GuardFailure> {
+        match verifier {
+            Some(verifier) => self.admit_signed(verifier, current, presented, proof, policy),
+            None => self.admit(current, presented, policy).map(|d| d.map_err(SignedRejection::Fence)),
+        }
+    }
 }

@@ -56,15 +56,16 @@ pub fn decide(
     policy: Policy,
 ) -> Result<Result<Admission, &'static str>, String> {
     let verifier = verifier()?;
-    let proof = verifier.as_ref().map(|_| args::setting_proof(settings::get(&settings::PROOF)));
+    // The proof is read only where it is checked.
+    let proof = match verifier {
+        Some(_) => args::setting_proof(settings::get(&settings::PROOF)),
+        None => Vec::new(),
+    };
     let decided = with_guard(|g| {
         let started = std::time::Instant::now();
-        let decided = match (&verifier, &proof) {
-            (Some(v), Some(proof)) => {
-                g.admit_signed(v, current, presented, proof, policy).map(|d| d.map_err(|refused| refused.reason()))
-            }
-            _ => g.admit(current, presented, policy).map(|d| d.map_err(|refused| refused.reason())),
-        };
+        let decided = g
+            .admit_with_keys(verifier.as_deref(), current, presented, &proof, policy)
+            .map(|d| d.map_err(|refused| refused.reason()));
         let nanos = started.elapsed().as_nanos() as u64;
         STATS.with(|s| s.set((s.get().0 + 1, s.get().1 + nanos)));
         decided

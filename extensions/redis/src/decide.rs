@@ -56,13 +56,9 @@ pub fn decide(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         _ => return Err(RedisError::WrongArity),
     };
     let guard = crate::guard::get()?;
-    let decision = match crate::guard::verifier() {
-        None => guard.admit(current.as_ref(), &presented, policy).map(|d| d.map_err(SignedRejection::Fence)),
-        Some(verifier) => {
-            guard.admit_signed(verifier, current.as_ref(), &presented, &proof.unwrap_or_default(), policy)
-        }
-    }
-    .map_err(|e| RedisError::String(format!("GUARD_FAILURE {e}")))?;
+    let decision = guard
+        .admit_with_keys(crate::guard::verifier(), current.as_ref(), &presented, &proof.unwrap_or_default(), policy)
+        .map_err(|e| RedisError::String(format!("GUARD_FAILURE {e}")))?;
     let word = |w: &'static str| RedisValue::SimpleStringStatic(w);
     let decision = match decision {
         Ok(a) => Ok(a),

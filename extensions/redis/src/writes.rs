@@ -83,13 +83,9 @@ fn decide(ctx: &Context, name: &RedisString, p: &Presented) -> Result<(Option<Fe
     let current = fence::read(ctx, name)?;
     let sequencer = Sequencer { lock: p.lock.clone(), token: p.token, sequence: p.options.sequence };
     let guard = crate::guard::get()?;
-    let decision = match crate::guard::verifier() {
-        None => guard.admit(current.as_ref(), &sequencer, p.options.policy).map(|d| d.map_err(SignedRejection::Fence)),
-        Some(verifier) => {
-            let proof = p.options.proof.as_deref().unwrap_or_default();
-            guard.admit_signed(verifier, current.as_ref(), &sequencer, proof, p.options.policy)
-        }
-    };
+    let proof = p.options.proof.as_deref().unwrap_or_default();
+    let decision =
+        guard.admit_with_keys(crate::guard::verifier(), current.as_ref(), &sequencer, proof, p.options.policy);
     match decision {
         Ok(Ok(admission)) => {
             let admitted =

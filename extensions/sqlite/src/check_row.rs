@@ -29,10 +29,11 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     let table = borrowed(ctx, 0, "table")?.unwrap_or_default();
     let resource = borrowed(ctx, 1, "resource")?
         .ok_or_else(|| fail(format!("fencing: a row of {table} has a NULL resource; protected rows need one")))?;
-    let (session, plugin, signed) = {
+    let (session, plugin, verifier, proof) = {
         let state = s.lock();
-        let signed = state.verifier.clone().map(|v| (v, state.proof.clone().unwrap_or_default()));
-        (state.presented.clone(), state.plugin.clone(), signed)
+        // The proof is taken only where it is checked.
+        let proof = state.verifier.as_ref().and_then(|_| state.proof.clone()).unwrap_or_default();
+        (state.presented.clone(), state.plugin.clone(), state.verifier.clone(), proof)
     };
     let row = RowCheck { ctx, table, resource };
     let presented = row.presented(&session)?;
@@ -41,18 +42,15 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     let decider = or_embedded(plugin).map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?;
     let policy = policy(borrowed(ctx, 5, "policy")?)?;
     // With keys on the connection, the presented proof is checked before the fence.
-    let decision = match &signed {
-        None => decider.decide(current.as_ref(), &presented, policy).map(|d| d.map_err(|r| r.reason())),
-        Some((verifier, proof)) => decider
-            .decide_signed(verifier, current.as_ref(), &presented, proof, policy)
-            .map(|d| d.map_err(|r| r.reason())),
-    }
-    .map_err(|why| {
-        fail(format!(
-            "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
-            row.at(&presented.lock)
-        ))
-    })?;
+    let decision = decider
+        .decide_signed(verifier.as_deref(), current.as_ref(), &presented, &proof, policy)
+        .map(|d| d.map_err(|r| r.reason()))
+        .map_err(|why| {
+            fail(format!(
+                "fencing: guard_failure: {}: the guard could not decide ({why}); nothing was written",
+                row.at(&presented.lock)
+            ))
+        })?;
     match decision {
         Ok(admission) => {
             let write = row.fence_row_write(&presented, &admission, &fence, int(ctx, 11, "row token")?)?;

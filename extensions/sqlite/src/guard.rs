@@ -44,16 +44,19 @@ impl Decider {
         self.guard.admit(current, presented, policy).map_err(|f| format!("{}: {f}", f.reason()))
     }
 
-    /// The component's decision on a signed write, or `reason: message` when it could not decide.
+    /// The component's decision on a write, signed when the connection has
+    /// keys (`verifier`), or `reason: message` when it could not decide.
     pub fn decide_signed(
         &self,
-        verifier: &Verifier,
+        verifier: Option<&Verifier>,
         current: Option<&Fence>,
         presented: &Sequencer,
         proof: &[u8],
         policy: Policy,
     ) -> Result<SignedDecision, String> {
-        self.guard.admit_signed(verifier, current, presented, proof, policy).map_err(|f| format!("{}: {f}", f.reason()))
+        self.guard
+            .admit_with_keys(verifier, current, presented, proof, policy)
+            .map_err(|f| format!("{}: {f}", f.reason()))
     }
 
     /// Which component decides: its source, contract, size, digest and call path.

@@ -88,7 +88,7 @@ pub fn admit_signed(ctx: &Context<'_>, s: &Session) -> Result<String> {
         crate::guard::or_embedded(decider).map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?;
     let presented = Sequencer { lock, token, sequence };
     let decision = decider
-        .decide_signed(&verifier, current.as_ref(), &presented, &proof, policy)
+        .decide_signed(Some(&verifier), current.as_ref(), &presented, &proof, policy)
         .map_err(|why| fail(format!("fencing: the guard could not decide ({why})")))?;
     Ok(match decision {
         Ok(a) => decision_json(&Ok(a)),

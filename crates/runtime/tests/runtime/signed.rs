@@ -183,3 +183,25 @@ fn a_guard_follows_each_verifier_and_remembers_only_exact_proofs() {
         assert_eq!(paused, Err(SignedRejection::Fence(stale)), "{name}");
     }
 }
+
+/// `admit_with_keys`: with keys, the signed decision; without, the unsigned
+/// one (the proof unread), its refusals as fence refusals.
+#[test]
+fn admit_with_keys_is_signed_only_with_a_verifier() {
+    let signer = Signer::new(3, Algorithm::HmacSha256, &[3; 32]).unwrap();
+    let keys = Verifier::new(vec![signer.verifier_key()]).unwrap();
+    let stored = Fence { lock: "orders".into(), high_water: 35, sequence: None };
+    let forged = Sequencer { lock: "orders".into(), token: 36, sequence: None };
+    let stale = Sequencer { token: 34, ..forged.clone() };
+    let p = Policy::NonDecreasing;
+    for (name, g) in guards() {
+        let signed = g.admit_with_keys(Some(&keys), Some(&stored), &forged, b"", p).unwrap();
+        assert_eq!(signed, Err(SignedRejection::Proof(ProofRejection::Missing)), "{name}");
+        let unsigned = g.admit_with_keys(None, Some(&stored), &forged, b"not a proof", p).unwrap();
+        assert_eq!(unsigned, g.admit(Some(&stored), &forged, p).unwrap().map_err(SignedRejection::Fence), "{name}");
+        assert!(unsigned.is_ok(), "{name}: without keys the number alone decides");
+        let late = g.admit_with_keys(None, Some(&stored), &stale, b"", p).unwrap();
+        let refused = Rejection::StaleToken { presented: 34, high_water: 35 };
+        assert_eq!(late, Err(SignedRejection::Fence(refused)), "{name}");
+    }
+}

@@ -189,13 +189,8 @@ pub(crate) fn decide(
         return Err(WriteOutcome::TooFarAhead { max_advance, fence: current });
     }
     let presented = Sequencer { lock: req.lock_id.clone(), token: req.token, sequence: req.sequence };
-    let decision = match verifier {
-        None => guard.admit(current.as_ref(), &presented, policy).map(|d| d.map_err(SignedRejection::Fence)),
-        Some(verifier) => {
-            let proof = req.proof.as_deref().unwrap_or_default();
-            guard.admit_signed(verifier, current.as_ref(), &presented, proof, policy)
-        }
-    };
+    let proof = req.proof.as_deref().unwrap_or_default();
+    let decision = guard.admit_with_keys(verifier, current.as_ref(), &presented, proof, policy);
     match decision {
         Err(failure) => Err(WriteOutcome::GuardFailed { failure, fence: current }),
         Ok(Err(SignedRejection::Proof(rejection))) => Err(WriteOutcome::ProofRefused { rejection, fence: current }),

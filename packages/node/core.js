@@ -156,39 +156,57 @@ export class Core {
     return [kase, id];
   }
 
+  /**
+   * Views of guest memory as it is now: a memory that grew has a new buffer,
+   * so the views are made again after any call that may have grown it.
+   */
+  views() {
+    const buffer = this.memory.buffer;
+    if (this.buffer !== buffer) {
+      this.buffer = buffer;
+      this.u8 = new Uint8Array(buffer);
+      this.u32 = new Uint32Array(buffer);
+      this.u64 = new BigUint64Array(buffer);
+    }
+    return this;
+  }
+
   /** A result record of `size` bytes at `ptr`, checked for alignment (8) and bounds. */
   record(ptr, size) {
     const at = ptr >>> 0;
-    if (at % 8 !== 0 || at + size > this.memory.buffer.byteLength) throw new Error(`bad result pointer ${at}`);
+    if (at % 8 !== 0 || at + size > this.views().u8.length) throw new Error(`bad result pointer ${at}`);
     return at;
   }
 
   /** The `list<u8>` whose pointer and length open the record at `at`, copied out. */
-  verdictBytes(view, at, expected) {
-    const ptr = view.getUint32(at, true);
-    const len = view.getUint32(at + 4, true);
+  verdictBytes(at, expected) {
+    const m = this.views();
+    const ptr = m.u32[at >>> 2];
+    const len = m.u32[(at >>> 2) + 1];
     if (len !== expected) throw new Error(`the module returned ${len} verdicts for ${expected} inputs`);
-    if (ptr + len > this.memory.buffer.byteLength) throw new Error('verdict list out of bounds');
-    return new Uint8Array(this.memory.buffer, ptr, len).slice();
+    if (ptr + len > m.u8.length) throw new Error('verdict list out of bounds');
+    return m.u8.slice(ptr, ptr + len);
   }
 
   /**
    * `admit-batch`: `fence` is the flat `option<fence>` [some, rep,
    * high-water, sequence some, sequence] (i64 values already converted),
-   * `words` the `list<batch-write>` of `n` writes as 3 u64 words each
-   * (token, sequence discriminant, sequence). Returns the verdict bytes and
-   * the fence state after the batch.
+   * and `lay(m, at)` writes the `list<batch-write>` of `n` writes into the
+   * views `m` from 8-byte word `at` on: three words a write (token, sequence
+   * discriminant, sequence); `lay` writes every token and discriminant (the
+   * memory is not cleared first), and a sequence where its discriminant is 1.
+   * Returns the verdict bytes and the fence state after the batch.
    */
-  batch(fence, rep, words, n, policy) {
+  batch(fence, rep, n, policy, lay) {
     const ptr = this.alloc(n * 24, 8);
-    new BigUint64Array(this.memory.buffer, ptr, n * 3).set(words);
+    const m = this.views();
+    lay(m, ptr >>> 3);
     const ret = this.batchFn(fence[0], fence[1], fence[2], fence[3], fence[4], rep, ptr, n, policy);
     const at = this.record(ret, 40);
-    const view = new DataView(this.memory.buffer);
-    const codes = this.verdictBytes(view, at, n);
-    const some = view.getUint8(at + 8);
+    const codes = this.verdictBytes(at, n);
+    const some = m.u8[at + 8];
     if (some > 1) throw new Error(`option discriminant ${some}`);
-    const state = some === 0 ? null : { highWater: view.getBigUint64(at + 16, true), sequence: optionAt(view, at + 24) };
+    const state = some === 0 ? null : { highWater: m.u64[(at + 16) >>> 3], sequence: optionAt(m, at + 24) };
     if (this.postBatch) this.postBatch(ret);
     return { codes, state };
   }
@@ -197,20 +215,19 @@ export class Core {
   stream(highWater, tokens, policy) {
     const n = tokens.length;
     const ptr = this.alloc(n * 8, 8);
-    new BigUint64Array(this.memory.buffer, ptr, n).set(tokens);
+    this.views().u64.set(tokens, ptr >>> 3);
     const ret = this.streamFn(i64(highWater), ptr, n, policy);
     const at = this.record(ret, 16);
-    const view = new DataView(this.memory.buffer);
-    const codes = this.verdictBytes(view, at, n);
-    const mark = view.getBigUint64(at + 8, true);
+    const codes = this.verdictBytes(at, n);
+    const mark = this.u64[(at + 8) >>> 3];
     if (this.postStream) this.postStream(ret);
     return { codes, highWater: mark };
   }
 }
 
-/** An `option<u64>` at `at`: discriminant byte, value 8 bytes later. */
-function optionAt(view, at) {
-  const d = view.getUint8(at);
+/** An `option<u64>` at `at` (8-aligned) in the views `m`: discriminant byte, value 8 bytes later. */
+function optionAt(m, at) {
+  const d = m.u8[at];
   if (d > 1) throw new Error(`option discriminant ${d}`);
-  return d === 1 ? view.getBigUint64(at + 8, true) : null;
+  return d === 1 ? m.u64[(at + 8) >>> 3] : null;
 }

@@ -68,17 +68,25 @@ export interface BatchWrite {
   sequence?: U64 | null;
 }
 
-export interface BatchOutcome {
+/** A batch's answer: `fence` and `admittedCount` come with the call; `verdicts` and `admitted` are built on first read. */
+export declare class BatchOutcome {
   /** One decision per write, in order. */
-  verdicts: Decision[];
+  readonly verdicts: Decision[];
+  /** Whether each write was admitted, in order. */
+  readonly admitted: boolean[];
+  /** How many writes were admitted. */
+  readonly admittedCount: number;
   /** The fence to persist after the batch; null only when nothing was admitted and there was no fence. */
-  fence: { highWater: bigint; sequence: bigint | null } | null;
+  readonly fence: { highWater: bigint; sequence: bigint | null } | null;
 }
 
-export interface StreamOutcome {
-  verdicts: Array<'admitted' | 'invalid_token' | 'stale_token' | 'token_reused'>;
+/** A stream's answer: `highWater` and `admittedCount` come with the call; `verdicts` is built on first read. */
+export declare class StreamOutcome {
+  readonly verdicts: Array<'admitted' | 'invalid_token' | 'stale_token' | 'token_reused'>;
+  /** How many tokens were admitted. */
+  readonly admittedCount: number;
   /** The mark after the stream (0n: still no fence). */
-  highWater: bigint;
+  readonly highWater: bigint;
 }
 
 export declare class Guard {
@@ -92,6 +100,17 @@ export declare class Guard {
   admit(current: Fence | null | undefined, presented: Sequencer, policy?: Policy): Decision;
   /** Decides writes to one resource under one lock, in order. */
   admitBatch(current: Fence | null | undefined, lock: string, writes: Array<BatchWrite | U64>, policy?: Policy): BatchOutcome;
+  /**
+   * `admitBatch` with the writes as columns: write i is `tokens[i]` with `sequences[i]` (omitted: no sequences).
+   * A BigUint64Array is taken as it is; an Array is checked value by value.
+   */
+  admitColumns(
+    current: Fence | null | undefined,
+    lock: string,
+    tokens: BigUint64Array | U64[],
+    sequences?: BigUint64Array | U64[] | null,
+    policy?: Policy,
+  ): BatchOutcome;
   /** Decides sequence-less tokens on a resource whose binding the caller checked; `highWater` 0 means no fence. */
   admitStream(highWater: U64, tokens: Iterable<U64> | BigUint64Array, policy?: Policy): StreamOutcome;
   /** Decides one signed write: its proof is checked with `keys` first, then the fence as `admit` does. */

@@ -270,12 +270,10 @@ export class Guard {
     const fence = fenceOf(current, 'current');
     if (!Array.isArray(writes)) throw new TypeError('writes must be an array');
     const n = writes.length;
-    // Validated values, and the `list<batch-write>` laid out for the module:
-    // 24 bytes a write (token, sequence discriminant, sequence).
+    // Every value validated before anything is allocated in the instance.
     const tokens = new Array(n);
     const sequences = new Array(n);
-    const words = new BigUint64Array(n * 3);
-    for (let i = 0, j = 0; i < n; i++, j += 3) {
+    for (let i = 0; i < n; i++) {
       const w = writes[i];
       let token;
       let sequence = null;
@@ -287,24 +285,66 @@ export class Guard {
       } else token = isU64(w) ? w : u64(w, `writes[${i}]`);
       tokens[i] = token;
       sequences[i] = sequence;
-      words[j] = token;
-      if (sequence !== null) {
-        words[j + 1] = 1n;
-        words[j + 2] = sequence;
-      }
     }
+    const lay = (m, at) => {
+      const u64 = m.u64;
+      for (let i = 0, j = at; i < n; i++, j += 3) {
+        u64[j] = tokens[i];
+        const s = sequences[i];
+        if (s === null) u64[j + 1] = 0n;
+        else {
+          u64[j + 1] = 1n;
+          u64[j + 2] = s;
+        }
+      }
+    };
+    return this.batch(fence, lock, n, policy, lay, (i) => tokens[i], (i) => sequences[i]);
+  }
+
+  /**
+   * `admitBatch` with the writes as columns: write i is `tokens[i]` with
+   * `sequences[i]` (omitted or null: no write has a sequence). A
+   * `BigUint64Array` is taken as it is (its elements are u64 by type); an
+   * `Array` is checked value by value, as `admitBatch` checks it.
+   */
+  admitColumns(current, lock, tokens, sequences, policy) {
+    const fence = fenceOf(current, 'current');
+    const ts = u64Column(tokens, 'tokens');
+    const ss = sequences === undefined || sequences === null ? null : u64Column(sequences, 'sequences');
+    const n = ts.length;
+    if (ss !== null && ss.length !== n) throw new RangeError(`sequences has ${ss.length} values for ${n} tokens`);
+    // Laid out with 32-bit moves: a BigInt read from a typed array costs an allocation.
+    const t32 = new Uint32Array(ts.buffer, ts.byteOffset, 2 * n);
+    const s32 = ss === null ? null : new Uint32Array(ss.buffer, ss.byteOffset, 2 * n);
+    const lay = (m, at) => {
+      const u32 = m.u32;
+      if (s32 === null) {
+        for (let i = 0, j = 2 * at; i < 2 * n; i += 2, j += 6) {
+          u32[j] = t32[i];
+          u32[j + 1] = t32[i + 1];
+          u32[j + 2] = 0; // the discriminant's word: no sequence
+        }
+      } else {
+        for (let i = 0, j = 2 * at; i < 2 * n; i += 2, j += 6) {
+          u32[j] = t32[i];
+          u32[j + 1] = t32[i + 1];
+          u32[j + 2] = 1;
+          u32[j + 4] = s32[i];
+          u32[j + 5] = s32[i + 1];
+        }
+      }
+    };
+    return this.batch(fence, lock, n, policy, lay, (i) => ts[i], s32 === null ? () => null : (i) => ss[i]);
+  }
+
+  /** `admit-batch` over checked writes that `lay` lays out; `tokenAt` and `sequenceAt` read write i back. */
+  batch(fence, lock, n, policy, lay, tokenAt, sequenceAt) {
     const p = policyOf(policy);
     const [fenceRep, rep] = this.reps(fence === null ? null : fence.lock, lock, 'lock');
-    const out = this.core.batch(flatFence(fence, fenceRep), rep, words, n, p);
-    // Each write was decided against the fence the admitted ones before it left.
-    let state = fence;
-    const verdicts = new Array(n);
-    for (let i = 0; i < n; i++) {
-      const v = answer(code(out.codes[i]), state, tokens[i], sequences[i]);
-      if (v.admitted) state = v;
-      verdicts[i] = v;
-    }
-    return { verdicts, fence: out.state };
+    const out = this.core.batch(flatFence(fence, fenceRep), rep, n, p, lay);
+    const start = fence === null ? null : { highWater: fence.highWater, sequence: fence.sequence };
+    checkBatchFence(out.codes, start, out.state, tokenAt, sequenceAt);
+    return new BatchOutcome(out.codes, start, out.state, tokenAt, sequenceAt);
   }
 
   /**
@@ -316,21 +356,150 @@ export class Guard {
     const hw = u64(highWater, 'highWater');
     let ts;
     if (tokens instanceof BigUint64Array) ts = tokens;
-    else if (Array.isArray(tokens)) {
-      ts = new BigUint64Array(tokens.length);
-      for (let i = 0; i < tokens.length; i++) {
-        const t = tokens[i];
-        ts[i] = isU64(t) ? t : u64(t, `tokens[${i}]`);
-      }
-    } else throw new TypeError('tokens must be an array or a BigUint64Array');
+    else if (Array.isArray(tokens)) ts = u64Column(tokens, 'tokens');
+    else throw new TypeError('tokens must be an array or a BigUint64Array');
     const out = this.core.stream(hw, ts, policyOf(policy));
-    const verdicts = new Array(ts.length);
-    for (let i = 0; i < ts.length; i++) {
-      const v = STREAM_VERDICTS[out.codes[i]];
-      if (v === undefined) throw new Error(`the module returned verdict code ${out.codes[i]} in a stream`);
-      verdicts[i] = v;
+    const last = lastAdmitted(out.codes);
+    const expected = last < 0 ? hw : ts[last];
+    if (out.highWater !== expected) throw new Error(`the module left the mark ${out.highWater}, the tokens leave ${expected}`);
+    return new StreamOutcome(out.codes, out.highWater);
+  }
+}
+
+/** A column of u64: a BigUint64Array as it is, an Array checked value by value. */
+function u64Column(values, what) {
+  if (values instanceof BigUint64Array) return values;
+  if (!Array.isArray(values)) throw new TypeError(`${what} must be an array or a BigUint64Array`);
+  const column = new BigUint64Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    column[i] = isU64(v) ? v : u64(v, `${what}[${i}]`);
+  }
+  return column;
+}
+
+/** The index of the last admitted write or token in verdict bytes (-1: none); scanned from the end. */
+function lastAdmitted(codes) {
+  let i = codes.length - 1;
+  while (i >= 0 && codes[i] > 1) i--;
+  return i;
+}
+
+/**
+ * How many verdict bytes are admissions; an unknown code (`known` says which
+ * bytes the call can answer) fails closed.
+ */
+function countAdmitted(codes, known) {
+  let admitted = 0;
+  for (let i = 0; i < codes.length; i++) {
+    const c = codes[i];
+    if (!known(c)) throw new Error(`the module returned verdict code ${c}`);
+    if (c < 2) admitted++;
+  }
+  return admitted;
+}
+
+/**
+ * What a batch's answer must show whatever its writes, checked before it is
+ * returned: the fence after it is the last admitted write's token and
+ * sequence (the start fence when none was admitted). Every code is checked
+ * (known, and against its write's evidence) when the outcome's verdicts,
+ * `admitted` or `admittedCount` are first read.
+ */
+function checkBatchFence(codes, start, state, tokenAt, sequenceAt) {
+  const last = lastAdmitted(codes);
+  const expected = last < 0 ? start : { highWater: tokenAt(last), sequence: sequenceAt(last) };
+  const same = expected === null ? state === null : state !== null && state.highWater === expected.highWater && state.sequence === expected.sequence;
+  if (!same) throw new Error('the module left a fence that is not the last admitted write\'s');
+}
+
+const batchCode = (c) => c <= 6;
+const streamCode = (c) => STREAM_VERDICTS[c] !== undefined;
+
+/**
+ * A batch's answer: `fence` comes with the call (checked against the
+ * writes); `verdicts` (a decision per write, with its evidence), `admitted`
+ * (a boolean per write) and `admittedCount` are built the first time they are
+ * read, and kept.
+ */
+export class BatchOutcome {
+  #codes;
+  #start;
+  #tokenAt;
+  #sequenceAt;
+  #verdicts = null;
+  #admitted = null;
+
+  constructor(codes, start, fence, tokenAt, sequenceAt) {
+    this.#codes = codes;
+    this.#start = start;
+    this.#tokenAt = tokenAt;
+    this.#sequenceAt = sequenceAt;
+    /** The fence to persist after the batch; null only when nothing was admitted and there was no fence. */
+    this.fence = fence;
+  }
+
+  /** One decision per write, in order, each against the fence the admitted ones before it left. */
+  get verdicts() {
+    if (this.#verdicts === null) {
+      const codes = this.#codes;
+      const verdicts = new Array(codes.length);
+      let state = this.#start;
+      for (let i = 0; i < codes.length; i++) {
+        const v = answer(code(codes[i]), state, this.#tokenAt(i), this.#sequenceAt(i));
+        if (v.admitted) state = v;
+        verdicts[i] = v;
+      }
+      this.#verdicts = verdicts;
     }
-    return { verdicts, highWater: out.highWater };
+    return this.#verdicts;
+  }
+
+  /** Whether each write was admitted, in order. */
+  get admitted() {
+    if (this.#admitted === null) this.#admitted = this.verdicts.map((v) => v.admitted);
+    return this.#admitted;
+  }
+
+  /** How many writes were admitted. */
+  get admittedCount() {
+    return countAdmitted(this.#codes, batchCode);
+  }
+}
+
+/**
+ * A stream's answer: `highWater` comes with the call (checked against the
+ * tokens); `verdicts` and `admittedCount` are built the first time they are
+ * read (every code checked then).
+ */
+export class StreamOutcome {
+  #codes;
+  #verdicts = null;
+
+  constructor(codes, highWater) {
+    this.#codes = codes;
+    /** The mark after the stream (0n: still no fence). */
+    this.highWater = highWater;
+  }
+
+  /** One verdict per token, in order. */
+  get verdicts() {
+    if (this.#verdicts === null) {
+      const codes = this.#codes;
+      const verdicts = new Array(codes.length);
+      for (let i = 0; i < codes.length; i++) {
+        const v = STREAM_VERDICTS[codes[i]];
+        if (v === undefined) throw new Error(`the module returned verdict code ${codes[i]} in a stream`);
+        verdicts[i] = v;
+      }
+      this.#verdicts = verdicts;
+    }
+    return this.#verdicts;
+  }
+
+  /** How many tokens were admitted. */
+  get admittedCount() {
+    return countAdmitted(this.#codes, streamCode);
   }
 }
 

@@ -65,7 +65,7 @@ export class CoreGuard {
       words[i * 3] = w.token;
       if (w.sequence != null) [words[i * 3 + 1], words[i * 3 + 2]] = [1n, w.sequence];
     });
-    const out = this.core.batch(this.fence(current), this.core.lock(lock), words, writes.length, policy(p));
+    const out = this.core.batch(this.fence(current), this.core.lock(lock), writes.length, policy(p), (m, at) => m.u64.set(words, at));
     const s = out.state;
     return { codes: out.codes, fence: s && { high_water: s.highWater, sequence: s.sequence } };
   }

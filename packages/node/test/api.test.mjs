@@ -98,3 +98,61 @@ test('every shape of batch decides as one admit per write', () => {
     }
   }
 });
+
+test('columns decide as the batch of the same writes; counts agree with the verdicts', () => {
+  let seed = 11;
+  const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+  const tokens = Array.from({ length: 300 }, () => BigInt(rand(40)));
+  const sequences = Array.from({ length: 300 }, () => BigInt(rand(5)));
+  const starts = [null, { lock: 'l', highWater: 20n }, { lock: 'l', highWater: 20n, sequence: 1n }, { lock: 'other', highWater: 20n }];
+  const plain = (out) => ({ verdicts: out.verdicts, fence: out.fence, admitted: out.admitted, count: out.admittedCount });
+  for (const start of starts) {
+    const withSeq = plain(guard.admitBatch(start, 'l', tokens.map((token, i) => ({ token, sequence: sequences[i] }))));
+    const without = plain(guard.admitBatch(start, 'l', tokens));
+    assert.deepEqual(plain(guard.admitColumns(start, 'l', BigUint64Array.from(tokens), BigUint64Array.from(sequences))), withSeq);
+    assert.deepEqual(plain(guard.admitColumns(start, 'l', tokens, sequences)), withSeq);
+    assert.deepEqual(plain(guard.admitColumns(start, 'l', BigUint64Array.from(tokens))), without);
+    for (const out of [withSeq, without]) {
+      assert.deepEqual(out.admitted, out.verdicts.map((v) => v.admitted));
+      assert.equal(out.count, out.admitted.filter(Boolean).length);
+      assert.equal(out.count > 0, start === null || start.lock === 'l');
+    }
+  }
+  const stream = guard.admitStream(5n, [6n, 4n, 6n, 0n]);
+  assert.equal(stream.admittedCount, 2);
+  assert.deepEqual(stream.verdicts, ['admitted', 'stale_token', 'admitted', 'invalid_token']);
+});
+
+test('bad columns are refused naming the value', () => {
+  for (const [call, error, words] of [
+    [() => guard.admitColumns(null, 'l', [1n, -1n]), RangeError, /tokens\[1\]/],
+    [() => guard.admitColumns(null, 'l', [1n, 2n], [0n, 1n << 64n]), RangeError, /sequences\[1\]/],
+    [() => guard.admitColumns(null, 'l', [1n, true]), TypeError, /tokens\[1\]/],
+    [() => guard.admitColumns(null, 'l', [1n, 2n], [1n]), RangeError, /sequences has 1 values for 2 tokens/],
+    [() => guard.admitColumns(null, 'l', '12'), TypeError, /tokens must be an array/],
+  ]) {
+    assert.throws(call, error);
+    assert.throws(call, words);
+  }
+});
+
+test('a batch or stream answer that cannot be the writes fails closed', () => {
+  const g = new Guard();
+  const batch = g.core.batch.bind(g.core);
+  // A fence after the batch that no admitted write left: refused before the outcome exists.
+  g.core.batch = (...args) => ({ ...batch(...args), state: { highWater: 99n, sequence: null } });
+  assert.throws(() => g.admitBatch(null, 'l', [1n, 2n]), /not the last admitted write/);
+  // An unknown code before the last admission: refused when the codes are read.
+  g.core.batch = (...args) => {
+    const out = batch(...args);
+    out.codes[0] = 9;
+    return out;
+  };
+  const out = g.admitBatch(null, 'l', [1n, 2n]);
+  assert.equal(out.fence.highWater, 2n);
+  assert.throws(() => out.verdicts, /unknown verdict code 9/);
+  assert.throws(() => out.admittedCount, /verdict code 9/);
+  const stream = g.core.stream.bind(g.core);
+  g.core.stream = (...args) => ({ ...stream(...args), highWater: 7n });
+  assert.throws(() => g.admitStream(0n, [1n, 2n]), /the module left the mark 7/);
+});

@@ -114,6 +114,67 @@ def test_every_shape_of_batch_decides_as_one_admit_per_write(guard: Guard) -> No
             assert len(out.verdicts) == len(writes)
 
 
+def test_columns_decide_as_the_batch_of_the_same_writes(guard: Guard) -> None:
+    """`admit_columns` with arrays, with lists and without sequences gives
+    the outcome `admit_batch` gives for the same writes, and the outcome's
+    `admitted` and `admitted_count` agree with its verdicts."""
+    import random
+    from array import array
+
+    rng = random.Random(11)
+    tokens = [rng.randrange(0, 40) for _ in range(300)]
+    sequences = [rng.randrange(0, 5) for _ in range(300)]
+    for start in (None, Fence("l", 20), Fence("l", 20, 1), Fence("other", 20)):
+        with_seq = guard.admit_batch(start, "l", [BatchWrite(t, s) for t, s in zip(tokens, sequences)])
+        without = guard.admit_batch(start, "l", tokens)
+        assert guard.admit_columns(start, "l", array("Q", tokens), array("Q", sequences)) == with_seq
+        assert guard.admit_columns(start, "l", tokens, sequences) == with_seq
+        assert guard.admit_columns(start, "l", iter(tokens)) == without
+        for out in (with_seq, without):
+            assert out.admitted == [v.admitted for v in out.verdicts]
+            assert out.admitted_count == sum(out.admitted)
+            assert (out.admitted_count > 0) == (start is None or start.lock == "l")
+    empty = guard.admit_columns(Fence("l", 3), "l", array("Q"))
+    assert empty.verdicts == [] and empty.fence is not None and empty.fence.high_water == 3
+
+
+@pytest.mark.parametrize(
+    "tokens, sequences, error, words",
+    [
+        ([1, -1], None, ValueError, "tokens[1]"),
+        ([1, 2], [0, 1 << 64], ValueError, "sequences[1]"),
+        ([1, True], None, TypeError, "tokens[1]"),
+        ([1, 2], [1], ValueError, "sequences has 1 values for 2 tokens"),
+        ("12", None, TypeError, "tokens must be an array('Q')"),
+        ([1, None], None, TypeError, "tokens[1]"),
+    ],
+)
+def test_bad_columns_are_refused_naming_the_value(guard: Guard, tokens, sequences, error, words) -> None:
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+        guard.admit_columns(None, "l", tokens, sequences)
+
+
+def test_a_batch_answer_that_cannot_be_the_writes_fails_closed() -> None:
+    """An unknown code, or a fence after the batch that is not the last
+    admitted write's, is a broken module: ContractError before the outcome."""
+    from array import array
+
+    from fencing_guard import ContractError
+    from fencing_guard._guard import _check_batch
+
+    tokens, sequences = array("Q", [4, 2, 5]), array("Q", [1, 1, 1])
+    assert _check_batch(bytes([1, 4, 1]), (3, None), (5, 1), tokens, sequences) == bytes([1, 0, 1])
+    assert _check_batch(bytes([4, 4, 4]), (9, None), (9, None), tokens, sequences) == bytes(3)
+    for codes, state in [
+        (bytes([1, 4, 7]), (5, 1)),  # no such code
+        (bytes([1, 4, 1]), (4, 1)),  # the fence of a write that was not the last admitted
+        (bytes([1, 4, 1]), (5, None)),  # the last write's sequence lost
+        (bytes([4, 4, 4]), (5, 1)),  # a fence moved with nothing admitted
+    ]:
+        with pytest.raises(ContractError):
+            _check_batch(codes, (3, None), state, tokens, sequences)
+
+
 def test_a_missing_component_is_named(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="no component"):
         Guard(tmp_path / "nothing.wasm")

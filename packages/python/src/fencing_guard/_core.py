@@ -186,12 +186,24 @@ class Core:
             raise ContractError(f"cabi_realloc returned {ptr} for {size} bytes")
         return ptr
 
-    def read(self, ptr: int, size: int, align: int = 1) -> bytes:
-        """`size` bytes at `ptr`, checked for alignment and bounds."""
+    def span(self) -> tuple[int, int]:
+        """The address and length of guest memory now (a wasm call may grow or move it)."""
+        base = ctypes.cast(self.memory.data_ptr(self.store), ctypes.c_void_p).value or 0
+        return base, self.memory.data_len(self.store)
+
+    def read(self, ptr: int, size: int, align: int = 1, span: Optional[tuple[int, int]] = None) -> bytes:
+        """`size` bytes at `ptr`, checked for alignment and bounds (`span`:
+        the memory's, when the caller read it since the last wasm call)."""
+        base, length = self.span() if span is None else span
         ptr &= 0xFFFFFFFF
-        if ptr % align or ptr + size > self.memory.data_len(self.store):
+        if ptr % align or ptr + size > length:
             raise ContractError(f"result {ptr}+{size} is misaligned or out of bounds")
-        return bytes(self.memory.read(self.store, ptr, ptr + size))
+        return ctypes.string_at(base + ptr, size)
+
+    def write(self, ptr: int, data: bytes) -> None:
+        """Copies `data` to `ptr`, which `alloc` returned for at least its length."""
+        base, _ = self.span()
+        ctypes.memmove(base + ptr, data, len(data))
 
     def lock(self, name: str) -> int:
         """The rep of `name`'s lock-name, constructed on first use."""
@@ -199,7 +211,7 @@ class Core:
         if r is None:
             utf8 = name.encode("utf-8")
             ptr = self.alloc(len(utf8), 1)
-            self.memory.write(self.store, utf8, ptr)
+            self.write(ptr, utf8)
             r = self._rep(self._new_lock(ptr, len(utf8)))
             self.locks[name] = r
         return r
@@ -207,7 +219,7 @@ class Core:
     def bytes_in(self, data: bytes) -> int:
         """Copies `data` into guest memory; its address."""
         ptr = self.alloc(len(data), 1)
-        self.memory.write(self.store, data, ptr)
+        self.write(ptr, data)
         return ptr
 
     # -- the calls -------------------------------------------------------------
@@ -220,7 +232,7 @@ class Core:
             struct.pack("<IB3xII", ident, algorithm, ptr, len(m)) for (ident, algorithm, m), ptr in zip(keys, materials)
         )
         ptr = self.alloc(len(records), 4)
-        self.memory.write(self.store, records, ptr)
+        self.write(ptr, records)
         ret = self._set_keys(ptr, len(keys))
         result = self.read(ret, 12, 4)
         if self._post_set_keys is not None:
@@ -235,10 +247,11 @@ class Core:
         """`admit-batch` over `words`, the `list<batch-write>` laid out (24 bytes a
         write). The verdict bytes and the fence state after the batch."""
         ptr = self.alloc(len(words), 8)
-        self.memory.write(self.store, words, ptr)
+        self.write(ptr, words)
         ret = self._batch(*fence, rep, ptr, n, policy)
-        record = self.read(ret, 40, 8)
-        codes = self._verdicts(record, n)
+        span = self.span()
+        record = self.read(ret, 40, 8, span)
+        codes = self._verdicts(record, n, span)
         state = None
         if record[8] == 1:
             high_water, some, seq = struct.unpack_from("<QB7xQ", record, 16)
@@ -253,20 +266,21 @@ class Core:
         """`admit-stream` over `tokens`, the `list<u64>` laid out (`n` tokens,
         8 bytes each): the verdict bytes and the mark after the stream."""
         ptr = self.alloc(n * 8, 8)
-        self.memory.write(self.store, tokens, ptr)
+        self.write(ptr, tokens)
         ret = self._stream(i64(high_water), ptr, n, policy)
-        record = self.read(ret, 16, 8)
-        codes = self._verdicts(record, n)
+        span = self.span()
+        record = self.read(ret, 16, 8, span)
+        codes = self._verdicts(record, n, span)
         (mark,) = struct.unpack_from("<Q", record, 8)
         if self._post_stream is not None:
             self._post_stream(ret)
         return codes, mark
 
-    def _verdicts(self, record: bytes, expected: int) -> bytes:
+    def _verdicts(self, record: bytes, expected: int, span: tuple[int, int]) -> bytes:
         ptr, length = struct.unpack_from("<II", record, 0)
         if length != expected:
             raise ContractError(f"the module returned {length} verdicts for {expected} inputs")
-        return self.read(ptr, length)
+        return self.read(ptr, length, 1, span)
 
 
 def _option(discriminant: int, value: int) -> Optional[int]:

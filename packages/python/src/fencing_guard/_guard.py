@@ -211,7 +211,7 @@ class Guard:
         self,
         current: Optional[Fence],
         lock: str,
-        writes: Sequence[Union[BatchWrite, int]],
+        writes: Iterable[Union[BatchWrite, int]],
         policy: Union[Policy, str] = Policy.NON_DECREASING,
     ) -> BatchOutcome:
         """Decides writes to one resource under one lock, in order, each against
@@ -219,13 +219,47 @@ class Guard:
         without a sequence."""
         _check_fence(current, "current")
         tokens, sequences = _columns(writes)
+        return self._batch(current, lock, tokens, sequences, policy)
+
+    def admit_columns(
+        self,
+        current: Optional[Fence],
+        lock: str,
+        tokens: Iterable[int],
+        sequences: Optional[Iterable[int]] = None,
+        policy: Union[Policy, str] = Policy.NON_DECREASING,
+    ) -> BatchOutcome:
+        """`admit_batch` with the writes given as columns: write i is
+        `tokens[i]` with `sequences[i]` (no sequences: None). Each column is
+        an `array('Q')` (taken as it is: its elements are u64 by type) or any
+        iterable of ints (each checked); both the same length."""
+        _check_fence(current, "current")
+        ts = _column(tokens, "tokens")
+        ss = None if sequences is None else _column(sequences, "sequences")
+        if ss is not None and len(ss) != len(ts):
+            raise ValueError(f"sequences has {len(ss)} values for {len(ts)} tokens")
+        return self._batch(current, lock, ts, ss, policy)
+
+    def _batch(
+        self, current: Optional[Fence], lock: str, tokens: array, sequences: _Sequences, policy: Union[Policy, str]
+    ) -> BatchOutcome:
+        """`admit-batch` over checked columns; the outcome's verdicts are built when read."""
+        n = len(tokens)
         packed = _batch_words(tokens, sequences)
         p = _policy(policy)
         with self._mutex:
             fence_rep, rep = self._reps(current, lock, "lock")
-            codes, state = self._core.batch(_flat_fence(current, fence_rep), rep, packed, len(tokens), p)
-        verdicts = _batch_decisions(codes, _state(current), tokens, sequences)
-        return BatchOutcome(verdicts=verdicts, fence=None if state is None else FenceState(*state))
+            codes, state = self._core.batch(_flat_fence(current, fence_rep), rep, packed, n, p)
+        start = _state(current)
+        mask = _check_batch(codes, start, state, tokens, sequences)
+        return BatchOutcome(
+            verdicts=lambda: _batch_decisions(
+                codes, start, tokens.tolist(), [None] * n if sequences is None else list(sequences)
+            ),
+            fence=None if state is None else FenceState(*state),
+            admitted_count=mask.count(1),
+            admitted=lambda: list(map(bool, mask)),
+        )
 
     def admit_stream(
         self, high_water: int, tokens: Iterable[int], policy: Union[Policy, str] = Policy.NON_DECREASING
@@ -235,7 +269,7 @@ class Guard:
         means the resource has no fence."""
         check_u64(high_water, "high_water")
         ts = list(tokens)
-        packed = _u64s(ts, "tokens[{}]").tobytes()
+        packed = _little_endian(_u64s(ts, "tokens[{}]"))
         p = _policy(policy)
         with self._mutex:
             codes, mark = self._core.stream(high_water, packed, len(ts), p)
@@ -247,13 +281,11 @@ class Guard:
 
 
 def _u64s(values: list, what: str) -> array:
-    """`values` as an array of u64 in little-endian order. Plain ints in range
-    take one C-level pass; anything else goes through `check_u64` one by one,
-    which names the first bad value (`what` formats with its index)."""
+    """`values` as an array of u64. Plain ints in range take one C-level
+    pass; anything else goes through `check_u64` one by one, which names the
+    first bad value (`what` formats with its index)."""
     packed = _plain_u64s(values)
     if packed is not None:
-        if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
-            packed.byteswap()
         return packed
     for i, v in enumerate(values):
         check_u64(v, what.format(i))
@@ -274,44 +306,97 @@ def _plain_u64s(values: list) -> Optional[array]:
 _PLAIN_INT = {int}
 
 
-def _columns(writes: Sequence[Union[BatchWrite, int]]) -> tuple[list[int], list[Optional[int]]]:
-    """A batch's tokens and sequences (None: no sequence), each value checked."""
+#: A batch's sequences: None (no write has one), an array (every write has
+#: one) or a list with None for the writes without.
+_Sequences = Union[None, array, "list[Optional[int]]"]
+
+
+def _column(values: Iterable[int], what: str) -> array:
+    """A column of `admit_columns`: an `array('Q')` as it is, else each value checked."""
+    if isinstance(values, array) and values.typecode == "Q":
+        return values
+    if isinstance(values, (str, bytes, bytearray)):
+        raise TypeError(f"{what} must be an array('Q') or an iterable of ints, not {type(values).__name__}")
+    return _u64s(list(values), what + "[{}]")
+
+
+def _columns(writes: Iterable[Union[BatchWrite, int]]) -> tuple[array, _Sequences]:
+    """A batch's tokens and sequences, each value checked."""
     writes = list(writes)
     kinds = set(map(type, writes))
     if kinds <= _PLAIN_INT:
-        tokens = list(writes)
-        _u64s(tokens, "writes[{}]")
-        return tokens, [None] * len(tokens)  # type: ignore[return-value]
+        return _u64s(writes, "writes[{}]"), None
     if kinds == {BatchWrite}:
-        tokens = [w.token for w in writes]  # type: ignore[union-attr]
+        tokens = _u64s([w.token for w in writes], "writes[{}].token")  # type: ignore[union-attr]
         sequences = [w.sequence for w in writes]  # type: ignore[union-attr]
-        _u64s(tokens, "writes[{}].token")
-        if _plain_u64s([s for s in sequences if s is not None]) is None:
-            for i, s in enumerate(sequences):
-                check_optional_u64(s, f"writes[{i}].sequence")
+        if None not in sequences:
+            values = _plain_u64s(sequences)
+            if values is not None:
+                return tokens, values
+        elif _plain_u64s([s for s in sequences if s is not None]) is not None:
+            return tokens, sequences if any(s is not None for s in sequences) else None
+        for i, s in enumerate(sequences):
+            check_optional_u64(s, f"writes[{i}].sequence")
         return tokens, sequences
     ws = [w if isinstance(w, BatchWrite) else BatchWrite(check_u64(w, f"writes[{i}]")) for i, w in enumerate(writes)]
     for i, w in enumerate(ws):
         check_u64(w.token, f"writes[{i}].token")
         check_optional_u64(w.sequence, f"writes[{i}].sequence")
-    return [w.token for w in ws], [w.sequence for w in ws]
+    sequences = [w.sequence for w in ws]
+    return _u64s([w.token for w in ws], "writes[{}].token"), sequences if any(s is not None for s in sequences) else None
 
 
-def _batch_words(tokens: list[int], sequences: list[Optional[int]]) -> bytes:
+def _batch_words(tokens: array, sequences: _Sequences) -> bytes:
     """The `list<batch-write>` laid out: per write the token, the sequence's
     discriminant and its value, 8 bytes each."""
     n = len(tokens)
-    words = array("Q", bytes(24 * n))
-    words[0::3] = array("Q", tokens)
-    if None not in sequences:
-        words[1::3] = array("Q", [1]) * n
-        words[2::3] = array("Q", sequences)  # type: ignore[arg-type]
-    elif any(s is not None for s in sequences):
+    # Every write with a sequence: the discriminants come with the template.
+    words = (_WITH_SEQUENCE if isinstance(sequences, array) else _WITHOUT) * n
+    words[0::3] = tokens
+    if isinstance(sequences, array):
+        words[2::3] = sequences
+    elif sequences is not None:
         words[1::3] = array("Q", [0 if s is None else 1 for s in sequences])
         words[2::3] = array("Q", [0 if s is None else s for s in sequences])
+    return _little_endian(words)
+
+
+_WITH_SEQUENCE = array("Q", [0, 1, 0])
+_WITHOUT = array("Q", [0, 0, 0])
+
+
+def _little_endian(words: array) -> bytes:
+    """The bytes of an array of u64 in the canonical ABI's (little-endian) order."""
     if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
+        words = array("Q", words)
         words.byteswap()
     return words.tobytes()
+
+
+#: Verdict code to 1 (admitted) or 0 (refused); codes the contract does not have map to 2.
+_ADMITTED = bytes([1, 1, 0, 0, 0, 0, 0] + [2] * 249)
+
+
+def _check_batch(
+    codes: bytes,
+    start: Optional[tuple[int, Optional[int]]],
+    state: Optional[tuple[int, Optional[int]]],
+    tokens: array,
+    sequences: _Sequences,
+) -> bytes:
+    """What a batch's answer must show whatever its writes: a known code per
+    write, and the fence after it equal to the last admitted write's token and
+    sequence (the start fence when none was admitted). Checked at C speed
+    before anything is returned; each code against its write's evidence is
+    checked when `verdicts` is built. The admitted mask, a byte per write."""
+    mask = codes.translate(_ADMITTED)
+    if 2 in mask:
+        raise ContractError(f"the module returned verdict code {codes[mask.index(2)]} in a batch")
+    last = mask.rfind(1)
+    expected = start if last < 0 else (tokens[last], None if sequences is None else sequences[last])
+    if state != expected:
+        raise ContractError(f"the module left the fence {state}, the writes leave {expected}")
+    return mask
 
 
 def _batch_decisions(

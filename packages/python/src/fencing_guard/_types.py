@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 U64_MAX = (1 << 64) - 1
 
@@ -165,13 +165,64 @@ class BatchWrite:
     sequence: Optional[int] = None
 
 
-@dataclass(frozen=True)
 class BatchOutcome:
-    """A decision per write, in input order, and the fence to persist after the batch."""
+    """A decision per write, in input order, and the fence to persist after the batch.
 
-    verdicts: list[Decision]
-    #: None when nothing was admitted and the resource had no fence.
-    fence: Optional[FenceState]
+    `fence` and `admitted_count` come with the call. `verdicts` (each
+    write's `Admission` or `Rejection` with its evidence) and `admitted` (a
+    bool per write) are built the first time they are read and kept: building
+    a decision object costs more than deciding it, so code that needs only the
+    fence, or only which writes were admitted, does not pay for the rest.
+    """
+
+    __slots__ = ("fence", "admitted_count", "_verdicts", "_admitted", "_build")
+
+    def __init__(
+        self,
+        verdicts: "Union[list[Decision], Callable[[], list[Decision]]]",
+        fence: Optional[FenceState],
+        admitted_count: Optional[int] = None,
+        admitted: "Optional[Callable[[], list[bool]]]" = None,
+    ) -> None:
+        #: None when nothing was admitted and the resource had no fence.
+        self.fence = fence
+        self._admitted: Optional[list[bool]] = None
+        self._build: Optional[Callable[[], list[bool]]] = admitted
+        if callable(verdicts):
+            if admitted_count is None or admitted is None:
+                raise TypeError("a deferred BatchOutcome needs admitted_count and admitted")
+            self._verdicts: Union[list[Decision], Callable[[], list[Decision]]] = verdicts
+            #: How many writes were admitted.
+            self.admitted_count = admitted_count
+        else:
+            self._verdicts = list(verdicts)
+            self.admitted_count = sum(1 for v in self._verdicts if v.admitted)
+
+    @property
+    def verdicts(self) -> list[Decision]:
+        """Each write's decision, in input order (built on first read)."""
+        v = self._verdicts
+        if callable(v):
+            v = self._verdicts = v()
+        return v
+
+    @property
+    def admitted(self) -> list[bool]:
+        """Whether each write was admitted, in input order (built on first read)."""
+        if self._admitted is None:
+            build = self._build
+            self._admitted = build() if build is not None else [v.admitted for v in self.verdicts]
+        return self._admitted
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BatchOutcome):
+            return NotImplemented
+        return self.fence == other.fence and self.verdicts == other.verdicts
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BatchOutcome(verdicts={self.verdicts!r}, fence={self.fence!r})"
 
 
 class Verdict(str, enum.Enum):

@@ -309,8 +309,9 @@ export class Guard {
    */
   admitColumns(current, lock, tokens, sequences, policy) {
     const fence = fenceOf(current, 'current');
-    const ts = u64Column(tokens, 'tokens');
-    const ss = sequences === undefined || sequences === null ? null : u64Column(sequences, 'sequences');
+    // Copies: the outcome reads the writes back when its verdicts are built.
+    const ts = u64Column(tokens, 'tokens', true);
+    const ss = sequences === undefined || sequences === null ? null : u64Column(sequences, 'sequences', true);
     const n = ts.length;
     if (ss !== null && ss.length !== n) throw new RangeError(`sequences has ${ss.length} values for ${n} tokens`);
     // Laid out with 32-bit moves: a BigInt read from a typed array costs an allocation.
@@ -366,9 +367,9 @@ export class Guard {
   }
 }
 
-/** A column of u64: a BigUint64Array as it is, an Array checked value by value. */
-function u64Column(values, what) {
-  if (values instanceof BigUint64Array) return values;
+/** A column of u64: a BigUint64Array as it is (or a copy), an Array checked value by value. */
+function u64Column(values, what, copy = false) {
+  if (values instanceof BigUint64Array) return copy ? values.slice() : values;
   if (!Array.isArray(values)) throw new TypeError(`${what} must be an array or a BigUint64Array`);
   const column = new BigUint64Array(values.length);
   for (let i = 0; i < values.length; i++) {

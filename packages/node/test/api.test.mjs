@@ -118,6 +118,13 @@ test('columns decide as the batch of the same writes; counts agree with the verd
       assert.equal(out.count > 0, start === null || start.lock === 'l');
     }
   }
+  // The outcome keeps its own copy of the writes: changing the caller's arrays changes nothing.
+  const [ts, ss] = [BigUint64Array.of(4n, 2n), BigUint64Array.of(1n, 1n)];
+  const copied = guard.admitColumns({ lock: 'l', highWater: 3n }, 'l', ts, ss);
+  ts[0] = 1n;
+  ss[0] = 9n;
+  assert.deepEqual(copied.verdicts[0], { admitted: true, highWater: 4n, sequence: 1n, newTerm: true });
+  assert.equal(copied.verdicts[1].reason, 'stale_token');
   const stream = guard.admitStream(5n, [6n, 4n, 6n, 0n]);
   assert.equal(stream.admittedCount, 2);
   assert.deepEqual(stream.verdicts, ['admitted', 'stale_token', 'admitted', 'invalid_token']);

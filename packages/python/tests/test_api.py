@@ -134,6 +134,11 @@ def test_columns_decide_as_the_batch_of_the_same_writes(guard: Guard) -> None:
             assert out.admitted == [v.admitted for v in out.verdicts]
             assert out.admitted_count == sum(out.admitted)
             assert (out.admitted_count > 0) == (start is None or start.lock == "l")
+    # The outcome keeps its own copy of the writes: changing the caller's arrays changes nothing.
+    ts, ss = array("Q", [4, 2]), array("Q", [1, 1])
+    out = guard.admit_columns(Fence("l", 3), "l", ts, ss)
+    ts[0], ss[0] = 1, 9
+    assert out.verdicts[0] == Admission(4, 1, True) and out.verdicts[1].reason is Reason.STALE_TOKEN  # type: ignore[union-attr]
     empty = guard.admit_columns(Fence("l", 3), "l", array("Q"))
     assert empty.verdicts == [] and empty.fence is not None and empty.fence.high_water == 3
 

@@ -312,9 +312,10 @@ _Sequences = Union[None, array, "list[Optional[int]]"]
 
 
 def _column(values: Iterable[int], what: str) -> array:
-    """A column of `admit_columns`: an `array('Q')` as it is, else each value checked."""
+    """A column of `admit_columns`: a copy of an `array('Q')` (the outcome
+    reads the writes back when its verdicts are built), else each value checked."""
     if isinstance(values, array) and values.typecode == "Q":
-        return values
+        return array("Q", values)
     if isinstance(values, (str, bytes, bytearray)):
         raise TypeError(f"{what} must be an array('Q') or an iterable of ints, not {type(values).__name__}")
     return _u64s(list(values), what + "[{}]")

@@ -204,9 +204,10 @@ export class Core {
     const ret = this.batchFn(fence[0], fence[1], fence[2], fence[3], fence[4], rep, ptr, n, policy);
     const at = this.record(ret, 40);
     const codes = this.verdictBytes(at, n);
-    const some = m.u8[at + 8];
+    const after = this.views(); // the call may have grown the memory
+    const some = after.u8[at + 8];
     if (some > 1) throw new Error(`option discriminant ${some}`);
-    const state = some === 0 ? null : { highWater: m.u64[(at + 16) >>> 3], sequence: optionAt(m, at + 24) };
+    const state = some === 0 ? null : { highWater: after.u64[(at + 16) >>> 3], sequence: optionAt(after, at + 24) };
     if (this.postBatch) this.postBatch(ret);
     return { codes, state };
   }
@@ -219,7 +220,7 @@ export class Core {
     const ret = this.streamFn(i64(highWater), ptr, n, policy);
     const at = this.record(ret, 16);
     const codes = this.verdictBytes(at, n);
-    const mark = this.u64[(at + 8) >>> 3];
+    const mark = this.views().u64[(at + 8) >>> 3];
     if (this.postStream) this.postStream(ret);
     return { codes, highWater: mark };
   }

@@ -430,6 +430,7 @@ export class BatchOutcome {
   #sequenceAt;
   #verdicts = null;
   #admitted = null;
+  #admittedCount = null;
 
   constructor(codes, start, fence, tokenAt, sequenceAt) {
     this.#codes = codes;
@@ -464,7 +465,8 @@ export class BatchOutcome {
 
   /** How many writes were admitted. */
   get admittedCount() {
-    return countAdmitted(this.#codes, batchCode);
+    if (this.#admittedCount === null) this.#admittedCount = countAdmitted(this.#codes, batchCode);
+    return this.#admittedCount;
   }
 }
 
@@ -476,6 +478,7 @@ export class BatchOutcome {
 export class StreamOutcome {
   #codes;
   #verdicts = null;
+  #admittedCount = null;
 
   constructor(codes, highWater) {
     this.#codes = codes;
@@ -500,7 +503,8 @@ export class StreamOutcome {
 
   /** How many tokens were admitted. */
   get admittedCount() {
-    return countAdmitted(this.#codes, streamCode);
+    if (this.#admittedCount === null) this.#admittedCount = countAdmitted(this.#codes, streamCode);
+    return this.#admittedCount;
   }
 }
 

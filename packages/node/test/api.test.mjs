@@ -163,3 +163,20 @@ test('a batch or stream answer that cannot be the writes fails closed', () => {
   g.core.stream = (...args) => ({ ...stream(...args), highWater: 7n });
   assert.throws(() => g.admitStream(0n, [1n, 2n]), /the module left the mark 7/);
 });
+
+test('a memory that grows during the call is read through its new buffer', () => {
+  const g = new Guard();
+  // The module may grow its memory while it decides; the answer is read after.
+  for (const name of ['batchFn', 'streamFn']) {
+    const call = g.core[name];
+    g.core[name] = (...args) => {
+      const ret = call(...args);
+      g.core.memory.grow(1);
+      return ret;
+    };
+  }
+  const out = g.admitBatch({ lock: 'l', highWater: 3n, sequence: 1n }, 'l', [{ token: 4n, sequence: 2n }, 2n]);
+  assert.deepEqual(out.fence, { highWater: 4n, sequence: 2n });
+  assert.equal(out.admittedCount, 1);
+  assert.equal(g.admitStream(3n, [4n, 2n]).highWater, 4n);
+});

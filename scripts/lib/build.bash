@@ -8,6 +8,13 @@
 # once, with the feature set of its Rust tests, and sets
 # FENCING_WORKSPACE_BUILT=1; under it these functions build nothing. Run on
 # their own, the scripts build just what they use.
+#
+# SHARED_BUILD adds crates/workspace-hack to a build: one feature set for
+# shared dependencies whichever packages it selects, so clippy and cargo doc
+# share their checked crates, and the SQLite and PostgreSQL extensions' debug
+# builds (scripts/sqlite-extension --debug, scripts/pg-extension --debug)
+# reuse the workspace's compiled wasmtime instead of compiling their own.
+SHARED_BUILD=(--features fencing/shared-build)
 
 # The fencing binary (or the package named), unless scripts/test built the workspace.
 build_package() {
@@ -18,5 +25,5 @@ build_package() {
 # What scripts/test builds once: every library (the Redis module too), the
 # binary and every test, as `cargo test --workspace` will want them.
 build_workspace() {
-  cargo build --locked --workspace --exclude fencing-postgres --lib --bins --tests
+  cargo build --locked --workspace --exclude fencing-postgres --lib --bins --tests "${SHARED_BUILD[@]}"
 }

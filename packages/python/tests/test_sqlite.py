@@ -12,7 +12,7 @@ from conftest import ROOT
 
 from fencing_guard import SqliteExtensionUnsupported, load_sqlite_extension
 
-EXT = Path(os.environ.get("FENCING_SQLITE_EXT", ROOT / "extensions/sqlite/target/release/libfencing_sqlite"))
+EXT = Path(os.environ.get("FENCING_SQLITE_EXT", ROOT / "target/debug/libfencing_sqlite"))
 
 
 def test_loading_says_whether_this_python_can() -> None:
@@ -22,7 +22,7 @@ def test_loading_says_whether_this_python_can() -> None:
             load_sqlite_extension(db, EXT)
         return
     if not EXT.with_suffix(".so").exists():
-        pytest.fail(f"{EXT}.so missing: cargo build --release --manifest-path extensions/sqlite/Cargo.toml")
+        pytest.fail(f"{EXT}.so missing: scripts/sqlite-extension --debug")
     load_sqlite_extension(db, EXT)
     assert "fencing:guard/check@0.3.0" in db.execute("SELECT fencing_guard_info()").fetchone()[0]
     with pytest.raises(sqlite3.OperationalError, match="not authorized"):

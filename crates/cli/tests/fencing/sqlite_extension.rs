@@ -1,5 +1,5 @@
 //! The SQLite extension (extensions/sqlite, built by `scripts/test-sqlite` or
-//! `cargo build --release --manifest-path extensions/sqlite/Cargo.toml`) loaded by
+//! `scripts/sqlite-extension --debug`; `FENCING_SQLITE_EXT` names another) loaded by
 //! rusqlite into the SQLite this crate bundles: the GC-pause story and a
 //! refused row undoing its statement. The Python suite
 //! (extensions/sqlite/tests/test_extension.py) covers the rest.
@@ -8,9 +8,18 @@ use rusqlite::{Connection, LoadExtensionGuard};
 use std::path::PathBuf;
 
 fn extension() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let lib = root.join("extensions/sqlite/target/release/libfencing_sqlite.so");
-    assert!(lib.exists(), "{} missing: run scripts/test-sqlite (or build extensions/sqlite) first", lib.display());
+    let lib = match std::env::var_os("FENCING_SQLITE_EXT") {
+        Some(named) => PathBuf::from(named).with_extension("so"),
+        None => std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+            .join("debug/libfencing_sqlite.so"),
+    };
+    assert!(
+        lib.exists(),
+        "{} missing: run scripts/sqlite-extension --debug (or scripts/test-sqlite) first",
+        lib.display()
+    );
     lib
 }
 

@@ -22,6 +22,21 @@ build_package() {
   cargo build --quiet --locked -p "${1:-fencing}"
 }
 
+# The SQLite extension's debug build (scripts/sqlite-extension --debug); its
+# path on standard output. Under FENCING_WORKSPACE_BUILT scripts/test built it
+# already, before the workspace: fencing-rules is a cdylib too, so its
+# library's file name carries no hash, and the SQLite workspace's build of it
+# (a build of another workspace, so other metadata) would overwrite the
+# workspace's and make cargo rebuild everything above it.
+sqlite_extension_debug() {
+  local lib="${CARGO_TARGET_DIR:-$PWD/target}/debug/libfencing_sqlite.so"
+  if [ -n "${FENCING_WORKSPACE_BUILT:-}" ] && [ -f "$lib" ]; then
+    echo "$lib"
+  else
+    scripts/sqlite-extension --debug
+  fi
+}
+
 # What scripts/test builds once: every library (the Redis module too), the
 # binary and every test, as `cargo test --workspace` will want them.
 build_workspace() {

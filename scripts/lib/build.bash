@@ -22,6 +22,11 @@ build_package() {
   cargo build --quiet --locked -p "${1:-fencing}"
 }
 
+# Where scripts/sqlite-extension --debug leaves the extension (run from the root).
+sqlite_extension_debug_path() {
+  echo "${CARGO_TARGET_DIR:-$PWD/target}/debug/libfencing_sqlite.so"
+}
+
 # The SQLite extension's debug build (scripts/sqlite-extension --debug); its
 # path on standard output. Under FENCING_WORKSPACE_BUILT scripts/test built it
 # already, before the workspace: fencing-rules is a cdylib too, so its
@@ -29,7 +34,8 @@ build_package() {
 # (a build of another workspace, so other metadata) would overwrite the
 # workspace's and make cargo rebuild everything above it.
 sqlite_extension_debug() {
-  local lib="${CARGO_TARGET_DIR:-$PWD/target}/debug/libfencing_sqlite.so"
+  local lib
+  lib="$(sqlite_extension_debug_path)"
   if [ -n "${FENCING_WORKSPACE_BUILT:-}" ] && [ -f "$lib" ]; then
     echo "$lib"
   else

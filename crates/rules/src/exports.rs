@@ -6,13 +6,16 @@
 //! misbehaving test component (`tests/plugins/misbehaving`) includes it by
 //! `#[path]`. The including module must have in scope `rules` and `proof`
 //! (the rules and proof modules), `wit` (the generated `fencing::guard::check` export interface),
-//! `Component` (the exported type) and `before_call(lock: &str)`, which runs
+//! `Component` (the exported type), `before_call(lock: &str)`, which runs
 //! before the rules of `admit` and `admit-batch` (the test component
-//! misbehaves there; the shipped one does nothing).
+//! misbehaves there; the shipped one does nothing), and `lies(lock: &str) ->
+//! bool`, whether a single decision under that lock answers `stale-token`
+//! whatever the rules say (the test component's broken contract; the shipped
+//! one never lies).
 
 #![cfg(target_family = "wasm")]
 
-use super::{Component, before_call, proof, rules, wit};
+use super::{Component, before_call, lies, proof, rules, wit};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
@@ -50,7 +53,15 @@ impl wit::GuestLockName for LockName {
 /// check only skips comparing a handle with itself.
 #[inline]
 fn same_lock(a: &LockName, b: &LockName) -> bool {
-    core::ptr::eq(a, b) || a.0 == b.0
+    core::ptr::eq(a, b) || same_bytes(a, b)
+}
+
+/// The byte comparison of two distinct handles, kept out of the exports: a
+/// host passes one handle for one name, so this is the rare path, and its
+/// loop inlined would take registers the common path then saves and restores.
+#[inline(never)]
+fn same_bytes(a: &LockName, b: &LockName) -> bool {
+    a.0 == b.0
 }
 
 impl wit::Guest for Component {
@@ -63,6 +74,10 @@ impl wit::Guest for Component {
     ) -> Result<wit::Admission, wit::Rejection> {
         let lock = presented.lock.get::<LockName>();
         before_call(&lock.0);
+        if lies(&lock.0) {
+            let high_water = current.as_ref().map_or(0, |f| f.high_water);
+            return Err(wit::Rejection::StaleToken(wit::TokenConflict { presented: presented.token, high_water }));
+        }
         let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
         let state = current.as_ref().map(state);
         rules::decide(state, same, presented.token, presented.sequence, policy.into())
@@ -70,6 +85,9 @@ impl wit::Guest for Component {
             .map_err(Into::into)
     }
 
+    // Inlined into the export's wrapper, so the lifted arguments stay in
+    // locals instead of crossing a call through the guest's stack.
+    #[inline(always)]
     fn admit_code(
         current: Option<wit::Fence<'_>>,
         presented: wit::Sequencer<'_>,
@@ -77,6 +95,9 @@ impl wit::Guest for Component {
     ) -> wit::VerdictCode {
         let lock = presented.lock.get::<LockName>();
         before_call(&lock.0);
+        if lies(&lock.0) {
+            return wit::VerdictCode::StaleToken;
+        }
         let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
         let state = current.as_ref().map(state);
         verdict_code(rules::decide_code(state, same, presented.token, presented.sequence, policy.into()))

@@ -263,6 +263,20 @@ pub fn expand(current: Option<FenceState>, write: BatchWrite, c: u8) -> Option<R
     decision_of(c, current, write)
 }
 
+/// The verdict code of a decision: the inverse of [`expand`] for the inputs
+/// the decision was made on.
+pub fn code_of(decision: &Result<Admission, Rejection>) -> u8 {
+    match decision {
+        Ok(a) if a.new_term => code::ADMITTED_NEW_TERM,
+        Ok(_) => code::ADMITTED,
+        Err(Rejection::InvalidToken) => code::INVALID_TOKEN,
+        Err(Rejection::WrongLock) => code::WRONG_LOCK,
+        Err(Rejection::StaleToken { .. }) => code::STALE_TOKEN,
+        Err(Rejection::TokenReused { .. }) => code::TOKEN_REUSED,
+        Err(Rejection::SequenceRegressed { .. }) => code::SEQUENCE_REGRESSED,
+    }
+}
+
 /// The numeric rule, written once: the verdict code of `token` (with
 /// `sequence`) against a fence at `high_water` whose last admitted sequence is
 /// `last`, once the lock is known to match. Every form (single, batch, stream)
@@ -548,6 +562,7 @@ mod tests {
                                 Some(want.clone()),
                                 "{current:?} {write:?} {policy:?}"
                             );
+                            assert_eq!(code_of(&want), c, "{want:?}");
                             for other in (0..=7).filter(|&o| o != c) {
                                 if let Some(d) = expand(current, write, other) {
                                     assert_ne!(

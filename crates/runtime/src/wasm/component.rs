@@ -10,7 +10,8 @@ use super::abi::{
 use super::base::contract;
 use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, Signed, StreamCodes, WorkerStore};
 use crate::proof::VerifierKey;
-use crate::{Decision, Fence, Policy, Sequencer};
+use crate::{BatchWrite, Fence, FenceState, Policy, Sequencer};
+use fencing_rules::rules;
 use wasmtime::component::{ComponentExportIndex, Func, Instance, ResourceAny, TypedFunc};
 
 /// The export indices of the functions, resolved once per plugin.
@@ -83,14 +84,23 @@ impl PathCalls for ComponentCalls {
         self.locks.len()
     }
 
-    fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<Decision> {
+    fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<u8> {
         let (lock, fence_lock) = self.handles(s, &p.lock, f)?;
         let current = fence_arg(f, fence_lock);
         let presented = SequencerArg { lock, token: p.token, sequence: p.sequence };
         // SAFETY: `admit` was type-checked against `AdmitParams`/`AdmitResults` in `new`.
         let call: TypedFunc<AdmitParams, AdmitResults> = unsafe { TypedFunc::new_unchecked(self.admit) };
         let (r,) = call.call(&mut *s, (current, presented, policy.into()))?;
-        Ok(abi::decision(r))
+        // The guard rebuilds the evidence from the code, so the component's
+        // own evidence must be exactly that.
+        let decision = abi::decision(r);
+        let c = rules::code_of(&decision);
+        let state = f.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+        let write = BatchWrite { token: p.token, sequence: p.sequence };
+        if rules::expand(state, write, c).as_ref() != Some(&decision) {
+            return Err(contract(format_args!("`admit` answered {decision:?}, whose evidence is not its inputs'")));
+        }
+        Ok(c)
     }
 
     fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes> {

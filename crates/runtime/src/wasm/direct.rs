@@ -19,9 +19,8 @@
 //! - a `borrow<lock-name>` passed to the component that defines the resource
 //!   is lowered as its rep, which `[resource-new]` received from the guest;
 //! - a single decision takes `admit-code`, whose parameters and result are
-//!   all flat scalars: the verdict code comes back in a register and the
-//!   host expands it with `fencing_rules::rules::expand`, which refuses a
-//!   code impossible for the inputs;
+//!   all flat scalars: the verdict code comes back in a register (the guard
+//!   refuses a code impossible for the inputs and expands it);
 //! - results wider than one flat value come back through a pointer into guest
 //!   memory; the host checks its bounds and alignment and lifts it with the
 //!   canonical ABI's validation (an unknown discriminant, a list out of
@@ -30,12 +29,12 @@
 //!   the guest afterwards; lists passed out are freed by `cabi_post_*`.
 
 use super::abi::{self, PolicyArg, u64_at};
-use super::base::contract;
 use super::base::{
     Batch, BatchCodes, Interning, LockMap, PathCalls, Result, Signed, StoreState, StreamCodes, WorkerStore,
 };
+use super::base::{contract, impossible};
 use crate::proof::VerifierKey;
-use crate::{BatchWrite, Decision, Fence, FenceState, Policy, Sequencer};
+use crate::{Fence, Policy, Sequencer};
 use std::ops::Range;
 use wasmtime::{Caller, Engine, ExternType, InstancePre, Linker, Memory, Module, TypedFunc, ValType};
 
@@ -237,23 +236,20 @@ impl DirectCalls {
 }
 
 impl PathCalls for DirectCalls {
+    #[inline]
     fn interned(&self) -> usize {
         self.locks.len()
     }
 
-    fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<Decision> {
+    #[inline]
+    fn admit(&mut self, s: &mut WorkerStore, f: Option<&Fence>, p: &Sequencer, policy: Policy) -> Result<u8> {
         let (lock, rep) = self.handles(s, &p.lock, f)?;
         let [fd, fl, fh, fs, fv] = flat_fence(f, rep);
         let (ps, pv) = option(p.sequence);
         let args =
             (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, p.token as i64, ps as i32, pv, policy_arg(policy));
         let c = self.admit_code.call(&mut *s, args)?;
-        let state = f.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
-        let write = BatchWrite { token: p.token, sequence: p.sequence };
-        u8::try_from(c)
-            .ok()
-            .and_then(|c| fencing_rules::rules::expand(state, write, c))
-            .ok_or_else(|| contract(format_args!("verdict code {c} is impossible for these inputs")))
+        u8::try_from(c).map_err(|_| impossible(c))
     }
 
     fn admit_batch(&mut self, s: &mut WorkerStore, f: Option<&Fence>, b: Batch<'_>, p: Policy) -> Result<BatchCodes> {
@@ -318,7 +314,7 @@ impl PathCalls for DirectCalls {
         let args =
             (fd as i32, fl as i32, fh, fs as i32, fv, lock as i32, token, ps as i32, pv, proof, len, policy_arg(p));
         let c = self.signed.call(&mut *s, args)?;
-        u8::try_from(c).map_err(|_| contract(format_args!("verdict code {c}")))
+        u8::try_from(c).map_err(|_| impossible(c))
     }
 
     fn admit_stream(&mut self, s: &mut WorkerStore, high_water: u64, t: &[u64], p: Policy) -> Result<StreamCodes> {

@@ -21,12 +21,14 @@
 
 pub(crate) mod abi;
 pub(crate) mod base;
+pub(crate) mod calls;
 mod component;
 pub(crate) mod direct;
 mod limits;
 pub mod plugin;
 
-use self::base::{Batch, PathCalls, Signed, StoreState};
+use self::base::{Batch, PathCalls, Signed, StoreState, impossible};
+use self::calls::Calls;
 use self::component::{ComponentCalls, Exports};
 use self::direct::{DirectCalls, DirectPre};
 pub use self::limits::{EngineOptions, WasmLimits};
@@ -36,6 +38,7 @@ use crate::{
     BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, GuardKind, Policy, Sequencer,
     SignedDecision, StreamOutcome, Verdict, Verifier,
 };
+use fencing_rules::rules;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -62,15 +65,16 @@ struct Loaded {
     info: PluginInfo,
 }
 
-/// Distinct lock names a worker interns before it is retired (its store, and
-/// every handle in it, is dropped), which bounds a worker's memory.
+/// Distinct lock names a worker interns before it is retired (at its next
+/// call its store, and every handle in it, is dropped), which bounds a
+/// worker's memory.
 const MAX_LOCKS_PER_WORKER: usize = 4096;
 
 /// One store and instance, used by one call at a time.
 struct Worker {
     generation: u64,
     store: base::WorkerStore,
-    calls: Box<dyn PathCalls>,
+    calls: Calls,
     /// The pool of the guard that built it, where it returns when a thread's
     /// slot is taken by another guard's worker.
     home: Weak<Pool>,
@@ -82,9 +86,23 @@ type Pool = Mutex<Vec<Box<Worker>>>;
 
 static NEXT_GUARD_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A thread's slot: the worker it used last, with its guard's id.
+type Slot = Option<(u64, Box<Worker>)>;
+
 thread_local! {
-    /// The worker this thread used last, with its guard's id.
-    static HOT: RefCell<Option<(u64, Box<Worker>)>> = const { RefCell::new(None) };
+    /// This thread's slot. A call runs on the worker where it lies, so the
+    /// common case touches the thread-local once and moves nothing.
+    static HOT: RefCell<Slot> = const { RefCell::new(None) };
+}
+
+/// This thread's slot, found by a closure that does nothing else, so that
+/// it inlines and the call runs outside it. For the guard's own use within
+/// one call: the reference must not outlive it.
+#[inline(always)]
+fn hot_slot<'call>() -> &'call RefCell<Slot> {
+    // SAFETY: a thread-local lives as long as its thread, and the reference
+    // is used only during one call of the guard, on this thread.
+    unsafe { &*HOT.with(|slot| slot as *const RefCell<Slot>) }
 }
 
 /// The component-backed [`Guard`].
@@ -260,51 +278,69 @@ impl WasmGuard {
         build_worker_from(&self.engine, &loaded, &self.limits, &self.pool)
     }
 
-    /// An idle worker: this thread's slot first, then the pool.
-    #[inline]
-    fn take(&self) -> Option<Box<Worker>> {
-        let hot = HOT.with(|slot| {
-            let mut slot = slot.borrow_mut();
-            match &*slot {
-                Some((id, _)) if *id == self.id => slot.take().map(|(_, w)| w),
-                _ => None,
-            }
-        });
-        hot.or_else(|| self.pool.lock().expect("pool lock").pop())
-    }
-
-    /// Parks `worker` in this thread's slot; a worker it displaces goes back to its own pool.
-    #[inline]
-    fn give_back(&self, worker: Box<Worker>) {
-        let displaced = HOT.with(|slot| slot.borrow_mut().replace((self.id, worker)));
-        if let Some((_, w)) = displaced
-            && let Some(pool) = w.home.upgrade()
+    /// Fills this thread's slot with a worker of this guard's current
+    /// generation: one from the pool, else a new one. A worker the slot held
+    /// goes back to its own guard's pool, or is dropped if it is this
+    /// guard's (then it is outdated or retired).
+    #[cold]
+    #[inline(never)]
+    fn refill(&self, slot: &mut Slot, generation: u64) -> Result<(), GuardFailure> {
+        if let Some((id, displaced)) = slot.take()
+            && id != self.id
+            && let Some(pool) = displaced.home.upgrade()
         {
-            pool.lock().expect("pool lock").push(w);
+            pool.lock().expect("pool lock").push(displaced);
         }
-    }
-
-    /// Runs `f` on an idle worker under the call limits. A failed worker is dropped.
-    fn call<R>(&self, f: impl FnOnce(&mut Worker) -> wasmtime::Result<R>) -> Result<R, GuardFailure> {
-        let current = self.generation.load(Ordering::Acquire);
-        let mut worker = match self.take() {
-            Some(w) if w.generation == current => w,
+        let pooled = self.pool.lock().expect("pool lock").pop();
+        let worker = match pooled {
+            Some(w) if w.generation == generation => w,
             _ => Box::new(self.build_worker()?),
         };
-        worker.store.set_epoch_deadline(self.deadline_ticks);
-        match f(&mut worker) {
-            Ok(r) => {
-                if !worker.retired() {
-                    self.give_back(worker);
-                }
-                Ok(r)
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                // The worker is dropped here, never reused: its instance may be in any state.
-                Err(classify(&e, worker.store.data().refused_growth))
-            }
+        *slot = Some((self.id, worker));
+        Ok(())
+    }
+
+    /// Runs `f` under the call limits on this thread's worker, which stays
+    /// in the thread's slot.
+    #[inline]
+    fn call<R>(&self, f: impl FnOnce(&mut Worker) -> wasmtime::Result<R>) -> Result<R, GuardFailure> {
+        // A failure comes out of `run` boxed, one pointer wide, so that a
+        // small `R` (a verdict code) comes back in registers, not through the stack.
+        self.run(f).map_err(|failure| *failure)
+    }
+
+    /// [`WasmGuard::call`] with its failure boxed.
+    #[inline]
+    fn run<R>(&self, f: impl FnOnce(&mut Worker) -> wasmtime::Result<R>) -> Result<R, Box<GuardFailure>> {
+        let generation = self.generation.load(Ordering::Acquire);
+        // No call re-enters the guard (the rules import nothing that calls
+        // back), so the slot stays borrowed for the whole call.
+        let mut slot = hot_slot().borrow_mut();
+        if !matches!(&*slot, Some((id, w)) if *id == self.id && w.generation == generation && !w.retired()) {
+            self.refill(&mut slot, generation).map_err(Box::new)?;
         }
+        let (_, worker) = slot.as_mut().expect("refill filled the slot");
+        worker.store.set_epoch_deadline(self.deadline_ticks);
+        f(worker).map_err(|e| self.discard(&mut slot, &e))
+    }
+
+    /// Fails a call whose answer broke the contract after it came back:
+    /// this thread's worker, the one that answered, is dropped as after a trap.
+    #[cold]
+    #[inline(never)]
+    fn broken(&self, e: wasmtime::Error) -> GuardFailure {
+        *self.discard(&mut hot_slot().borrow_mut(), &e)
+    }
+
+    /// Drops the worker of a failed call, never to be reused (its instance
+    /// may be in any state), and names the failure.
+    #[cold]
+    #[inline(never)]
+    fn discard(&self, slot: &mut Slot, e: &wasmtime::Error) -> Box<GuardFailure> {
+        let refused_growth = slot.as_ref().is_some_and(|(_, w)| w.store.data().refused_growth);
+        *slot = None;
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        Box::new(classify(e, refused_growth))
     }
 }
 
@@ -351,11 +387,11 @@ fn build_worker_from(
 ) -> Result<Worker, GuardFailure> {
     let mut store = limits.store(engine);
     let unavailable = |e: wasmtime::Error| GuardFailure::Unavailable(format!("{e:#}"));
-    let calls: Box<dyn PathCalls> = match &loaded.direct {
-        Some(direct) => Box::new(DirectCalls::instantiate(&mut store, direct).map_err(unavailable)?),
+    let calls = match &loaded.direct {
+        Some(direct) => Calls::Direct(DirectCalls::instantiate(&mut store, direct).map_err(unavailable)?),
         None => {
             let instance = loaded.pre.instantiate(&mut store).map_err(unavailable)?;
-            Box::new(ComponentCalls::new(&mut store, &instance, &loaded.exports).map_err(unavailable)?)
+            Calls::Component(ComponentCalls::new(&mut store, &instance, &loaded.exports).map_err(unavailable)?)
         }
     };
     Ok(Worker { generation: loaded.generation, store, calls, home: Arc::downgrade(home), verifier: 0 })
@@ -367,7 +403,13 @@ impl Guard for WasmGuard {
     }
 
     fn admit(&self, current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Decision, GuardFailure> {
-        self.call(|w| w.calls.admit(&mut w.store, current, presented, policy))
+        // Only the code crosses back out of the call; the decision is built
+        // once, here, in the caller's slot, from inputs read after the call
+        // (rather than kept across it).
+        let c = self.call(|w| w.calls.admit(&mut w.store, current, presented, policy))?;
+        let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+        let write = BatchWrite { token: presented.token, sequence: presented.sequence };
+        rules::expand(state, write, c).ok_or_else(|| self.broken(impossible(c)))
     }
 
     fn admit_batch(
@@ -380,7 +422,7 @@ impl Guard for WasmGuard {
         let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
         self.call(|w| {
             let (codes, fence) = w.calls.admit_batch(&mut w.store, current, Batch { lock, writes }, policy)?;
-            let verdicts = fencing_rules::rules::expand_batch(state, writes, &codes)
+            let verdicts = rules::expand_batch(state, writes, &codes)
                 .ok_or_else(|| base::contract("batch verdict codes do not match the writes"))?;
             Ok(BatchOutcome { verdicts, fence })
         })
@@ -413,8 +455,7 @@ impl Guard for WasmGuard {
                 w.verifier = verifier.id();
             }
             let c = w.calls.admit_signed(&mut w.store, current, Signed { presented, proof }, policy)?;
-            abi::signed_decision(state, write, proof, c)
-                .ok_or_else(|| base::contract(format_args!("verdict code {c} is impossible for these inputs")))
+            abi::signed_decision(state, write, proof, c).ok_or_else(|| impossible(c))
         })
     }
 }

@@ -102,6 +102,30 @@ fn memory_hog_runs_out_of_memory() {
 }
 
 #[test]
+fn an_answer_outside_the_contract_fails_closed() {
+    // Token 2 against a fence at 1 cannot be stale: on the direct path the
+    // code is impossible for the inputs, on the component path the evidence
+    // is not the inputs'. Either way the call fails and its worker is dropped.
+    for (path, why) in [(CallPath::Direct, "impossible"), (CallPath::Component, "evidence")] {
+        let g = guard_on(path);
+        assert_healthy(&g);
+        let before = g.instances_created();
+        let failure = g.admit(Some(&fence("lie", 1)), &seq("lie", 2), Policy::NonDecreasing).unwrap_err();
+        assert!(
+            matches!(&failure, GuardFailure::Trap(m) if m.contains("contract") && m.contains(why)),
+            "{path:?}: {failure:?}"
+        );
+        assert_eq!(g.failures(), 1, "{path:?}");
+        assert_healthy(&g);
+        assert_eq!(g.instances_created(), before + 1, "{path:?}: the lying instance was reused");
+        // The same answer where it is the rules' own passes: 3 against 5 is stale.
+        let truth = g.admit(Some(&fence("lie", 5)), &seq("lie", 3), Policy::NonDecreasing).unwrap();
+        assert_eq!(truth, Err(Rejection::StaleToken { presented: 3, high_water: 5 }), "{path:?}");
+        assert_eq!(g.failures(), 1, "{path:?}");
+    }
+}
+
+#[test]
 fn failure_reasons_are_distinct() {
     let g = guard();
     let reasons: Vec<&str> = ["loop", "trap", "hog"]

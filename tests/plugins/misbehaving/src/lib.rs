@@ -1,7 +1,9 @@
 //! A deliberately misbehaving `fencing:guard@0.3.0` component for the
 //! runtime's fault-handling tests. `admit` and `admit-batch` misbehave by the
 //! presented lock name: `loop` spins forever, `trap` executes `unreachable`,
-//! `hog` allocates until its memory runs out; every other name gets the real
+//! `hog` allocates until its memory runs out, and a single decision under
+//! `lie` answers `stale-token` (with evidence for it) whatever the token,
+//! breaking the contract without failing; every other name gets the real
 //! rules, so a test can see the next call succeed. Everything but the
 //! misbehaviour is the guest's own code, included by `#[path]`: the rules
 //! (`rules.rs`, `proof.rs`), the export bodies and conversions (`exports.rs`) and the
@@ -32,6 +34,11 @@ fn before_call(lock: &str) {
         }
         _ => {}
     }
+}
+
+/// Whether a single decision under `lock` answers `stale-token` against the rules.
+fn lies(lock: &str) -> bool {
+    lock == "lie"
 }
 
 #[path = "../../../../crates/rules/src/rules.rs"]

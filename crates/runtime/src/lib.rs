@@ -51,7 +51,8 @@
 //!   ticker, [`EngineOptions`]), `base.rs` (what both call paths share: store state, lock-name
 //!   interning, the call-path trait), `abi.rs` (the canonical-ABI types and
 //!   the one place they convert to rule types), `component.rs` and
-//!   `direct.rs` (the two [`CallPath`]s).
+//!   `direct.rs` (the two [`CallPath`]s), `calls.rs` (the enum a worker
+//!   holds over them).
 //! - `wasm/plugin/` ([`plugin`]): loading a component: `mod.rs` ([`Plugin`],
 //!   [`PluginInfo`], [`PluginError`], the embedded component), `compat.rs`
 //!   (the contract version check), `compile.rs` (compilation and the on-disk

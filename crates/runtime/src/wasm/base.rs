@@ -66,7 +66,7 @@ impl<H: Copy> LockMap<H> {
 /// Whether two lock names are the same bytes. Equal to `a == b`, but names
 /// of 4 to 32 bytes (most lock names) compare as two overlapping words per
 /// side, inline, instead of through a call to `memcmp`: a single decision
-/// compares two names, and the call was a tenth of its host-side cost.
+/// compares two names, and the calls showed in its profile.
 #[inline(always)]
 pub(crate) fn same_name(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());

@@ -3,8 +3,9 @@
 //! One [`Engine`] and one compiled component; an `InstancePre` from which
 //! workers are instantiated; each worker is a long-lived `Store` with its
 //! instance, used by one call at a time. A thread keeps the worker of its
-//! last call in a thread-local slot and takes it back on its next call, so
-//! the common case touches no lock; other idle workers wait in a shared pool.
+//! last call in a thread-local slot and its next call runs there, so the
+//! common case touches no lock and moves nothing; other idle workers wait in
+//! a shared pool.
 //!
 //! Every call is bounded: an epoch deadline (a ticker thread advances the
 //! epoch every tick, `limits.rs`), a memory limit enforced by a store limiter, and
@@ -16,12 +17,13 @@
 //! A worker calls the rules by one of two paths ([`CallPath`]): directly into
 //! the component's core module (`direct.rs`, the default when the component
 //! has that shape) or through wasmtime's component runtime (`component.rs`).
-//! Both implement `base::PathCalls` and return verdict codes for batches and
-//! streams; the evidence is rebuilt here from the inputs, once, for either path.
+//! Both implement `base::PathCalls` and answer with verdict codes, single
+//! decisions included; the codes are checked and the evidence rebuilt here
+//! from the inputs, once, for either path.
 
 pub(crate) mod abi;
 pub(crate) mod base;
-pub(crate) mod calls;
+mod calls;
 mod component;
 pub(crate) mod direct;
 mod limits;

@@ -32,11 +32,11 @@ bindings::export!(Component with_types_in bindings);
 /// Called by `admit` and `admit-batch` with the presented lock name before
 /// the rules run. The shipped component runs the rules as they are.
 #[inline(always)]
-fn before_call(_lock: &str) {}
+fn before_call(_lock: &wit::LockNameBorrow<'_>) {}
 
 /// Whether a single decision under this lock answers against the rules. The
 /// shipped component never does.
 #[inline(always)]
-fn lies(_lock: &str) -> bool {
+fn lies(_lock: &wit::LockNameBorrow<'_>) -> bool {
     false
 }

@@ -6,12 +6,14 @@
 //! misbehaving test component (`tests/plugins/misbehaving`) includes it by
 //! `#[path]`. The including module must have in scope `rules` and `proof`
 //! (the rules and proof modules), `wit` (the generated `fencing::guard::check` export interface),
-//! `Component` (the exported type), `before_call(lock: &str)`, which runs
-//! before the rules of `admit` and `admit-batch` (the test component
-//! misbehaves there; the shipped one does nothing), and `lies(lock: &str) ->
-//! bool`, whether a single decision under that lock answers `stale-token`
-//! whatever the rules say (the test component's broken contract; the shipped
-//! one never lies).
+//! `Component` (the exported type), `before_call(lock: &wit::LockNameBorrow)`,
+//! which runs before the rules of `admit` and `admit-batch` (the test
+//! component misbehaves there; the shipped one does nothing), and
+//! `lies(lock: &wit::LockNameBorrow) -> bool`, whether a single decision
+//! under that lock answers `stale-token` whatever the rules say (the test
+//! component's broken contract; the shipped one never lies). Both take the
+//! handle, not the name, so that the shipped no-ops read nothing; `name`
+//! reads it.
 
 #![cfg(target_family = "wasm")]
 
@@ -49,19 +51,43 @@ impl wit::GuestLockName for LockName {
     }
 }
 
-/// Whether two interned names are the same lock: equal bytes. The pointer
-/// check only skips comparing a handle with itself.
+/// The name behind a `lock-name` handle.
+pub(super) fn name<'a>(lock: &wit::LockNameBorrow<'a>) -> &'a str {
+    &lock.get::<LockName>().0
+}
+
+/// The rep a `lock-name` borrow carries: the address of the value this
+/// instance's constructor boxed, the same for every borrow of one handle.
+/// Read without `LockNameBorrow::get`, which checks on every call that one
+/// Rust type backs the resource (true of this file's single `LockName` by
+/// construction) and unwraps the boxed value: a single decision only needs
+/// to know whether two handles are one.
+#[inline(always)]
+fn rep(lock: &wit::LockNameBorrow<'_>) -> *const u8 {
+    // The generated borrow is `#[repr(transparent)]` over its `rep: *const u8`.
+    const { assert!(size_of::<wit::LockNameBorrow<'static>>() == size_of::<*const u8>()) };
+    // SAFETY: same size and, by the generated type's `repr(transparent)`,
+    // the same layout as the pointer it wraps; the copy is only compared.
+    unsafe { core::mem::transmute_copy::<wit::LockNameBorrow<'_>, *const u8>(lock) }
+}
+
+/// Whether two handles name the same lock: equal bytes. The address check
+/// is the common case (a host passes one handle for one name).
 #[inline]
-fn same_lock(a: &LockName, b: &LockName) -> bool {
+fn same_lock(a: &wit::LockNameBorrow<'_>, b: &wit::LockNameBorrow<'_>) -> bool {
+    let (a, b) = (rep(a), rep(b));
     core::ptr::eq(a, b) || same_bytes(a, b)
 }
 
-/// The byte comparison of two distinct handles, kept out of the exports: a
-/// host passes one handle for one name, so this is the rare path, and its
-/// loop inlined would take registers the common path then saves and restores.
+/// The byte comparison of two distinct handles, given by rep and kept out of
+/// the exports: a host passes one handle for one name, so this is the rare
+/// path, and inlined (or given the borrows, which would then have to live in
+/// memory) it would take registers and stack the common path then pays for.
 #[inline(never)]
-fn same_bytes(a: &LockName, b: &LockName) -> bool {
-    a.0 == b.0
+fn same_bytes(a: *const u8, b: *const u8) -> bool {
+    // SAFETY: both reps were just read from borrows live for this call.
+    let (a, b) = unsafe { (wit::LockNameBorrow::lift(a), wit::LockNameBorrow::lift(b)) };
+    name(&a) == name(&b)
 }
 
 impl wit::Guest for Component {
@@ -72,13 +98,13 @@ impl wit::Guest for Component {
         presented: wit::Sequencer<'_>,
         policy: wit::Policy,
     ) -> Result<wit::Admission, wit::Rejection> {
-        let lock = presented.lock.get::<LockName>();
-        before_call(&lock.0);
-        if lies(&lock.0) {
+        let lock = &presented.lock;
+        before_call(lock);
+        if lies(lock) {
             let high_water = current.as_ref().map_or(0, |f| f.high_water);
             return Err(wit::Rejection::StaleToken(wit::TokenConflict { presented: presented.token, high_water }));
         }
-        let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
+        let same = || current.as_ref().is_some_and(|f| same_lock(&f.lock, lock));
         let state = current.as_ref().map(state);
         rules::decide(state, same, presented.token, presented.sequence, policy.into())
             .map(Into::into)
@@ -93,12 +119,12 @@ impl wit::Guest for Component {
         presented: wit::Sequencer<'_>,
         policy: wit::Policy,
     ) -> wit::VerdictCode {
-        let lock = presented.lock.get::<LockName>();
-        before_call(&lock.0);
-        if lies(&lock.0) {
+        let lock = &presented.lock;
+        before_call(lock);
+        if lies(lock) {
             return wit::VerdictCode::StaleToken;
         }
-        let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
+        let same = || current.as_ref().is_some_and(|f| same_lock(&f.lock, lock));
         let state = current.as_ref().map(state);
         verdict_code(rules::decide_code(state, same, presented.token, presented.sequence, policy.into()))
     }
@@ -109,9 +135,8 @@ impl wit::Guest for Component {
         writes: Vec<wit::BatchWrite>,
         policy: wit::Policy,
     ) -> wit::BatchOutcome {
-        let lock = lock.get::<LockName>();
-        before_call(&lock.0);
-        let wrong_lock = current.as_ref().is_some_and(|f| !same_lock(f.lock.get::<LockName>(), lock));
+        before_call(&lock);
+        let wrong_lock = current.as_ref().is_some_and(|f| !same_lock(&f.lock, &lock));
         // `wit::BatchWrite` and `rules::BatchWrite` have the same fields: the rules read the lifted list as it is.
         let writes = writes.iter().map(|w| rules::BatchWrite { token: w.token, sequence: w.sequence });
         let mut verdicts = Vec::new();
@@ -136,7 +161,7 @@ impl wit::Guest for Component {
     }
 
     fn verify_proof(lock: wit::LockNameBorrow<'_>, token: u64, proof: Vec<u8>) -> Result<(), wit::ProofRejection> {
-        verify(&lock.get::<LockName>().0, token, &proof).map_err(|r| match r {
+        verify(name(&lock), token, &proof).map_err(|r| match r {
             ProofRejection::NoKeys => wit::ProofRejection::NoKeys,
             ProofRejection::Missing => wit::ProofRejection::Missing,
             ProofRejection::Malformed => wit::ProofRejection::Malformed,
@@ -151,12 +176,12 @@ impl wit::Guest for Component {
         proof: Vec<u8>,
         policy: wit::Policy,
     ) -> wit::VerdictCode {
-        let lock = presented.lock.get::<LockName>();
-        before_call(&lock.0);
-        if let Err(r) = verify(&lock.0, presented.token, &proof) {
+        let lock = &presented.lock;
+        before_call(lock);
+        if let Err(r) = verify(name(lock), presented.token, &proof) {
             return verdict_code(r.code());
         }
-        let same = || current.as_ref().is_some_and(|f| same_lock(f.lock.get::<LockName>(), lock));
+        let same = || current.as_ref().is_some_and(|f| same_lock(&f.lock, lock));
         let state = current.as_ref().map(state);
         verdict_code(rules::decide_code(state, same, presented.token, presented.sequence, policy.into()))
     }

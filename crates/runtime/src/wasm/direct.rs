@@ -453,6 +453,34 @@ mod tests {
         assert_eq!(find(&two, iface), None, "two candidates are ambiguous");
     }
 
+    /// The rules compare two handles by their names' bytes: a host that
+    /// passes distinct handles of one name (none of ours does, each interns)
+    /// gets the same answer as with one handle.
+    #[test]
+    fn distinct_handles_of_one_name_are_one_lock() {
+        use crate::wasm::{WasmLimits, limits};
+        use fencing_rules::rules::code;
+        let limits = WasmLimits::default();
+        let engine = limits::engine(&limits, Default::default()).unwrap();
+        let plugin = crate::Plugin::embedded(&engine, None).unwrap();
+        let mut store = limits.store(&engine);
+        let mut calls = DirectCalls::instantiate(&mut store, plugin.direct.as_ref().unwrap()).unwrap();
+        let orders = calls.construct(&mut store, "storage:orders").unwrap();
+        let again = calls.construct(&mut store, "storage:orders").unwrap();
+        let other = calls.construct(&mut store, "storage:orderz").unwrap();
+        assert_ne!(orders, again, "two constructions, two handles");
+        let mut decide = |fence_lock: u32, lock: u32| {
+            // A fence at 5 under `fence_lock`, token 6 presented under `lock`.
+            let args = (1, fence_lock as i32, 5, 0, 0, lock as i32, 6, 0, 0, policy_arg(Policy::NonDecreasing));
+            calls.admit_code.call(&mut store, args).unwrap() as u8
+        };
+        assert_eq!(decide(orders, orders), code::ADMITTED_NEW_TERM);
+        assert_eq!(decide(orders, again), code::ADMITTED_NEW_TERM);
+        assert_eq!(decide(again, orders), code::ADMITTED_NEW_TERM);
+        assert_eq!(decide(orders, other), code::WRONG_LOCK);
+        assert_eq!(decide(other, again), code::WRONG_LOCK);
+    }
+
     #[test]
     fn shape_mismatches_are_named() {
         let engine = Engine::default();

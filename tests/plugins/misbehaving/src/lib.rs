@@ -16,8 +16,8 @@ extern crate alloc;
 use alloc::vec::Vec;
 
 /// Misbehaves as the lock name asks; returns for any other name.
-fn before_call(lock: &str) {
-    match lock {
+fn before_call(lock: &wit::LockNameBorrow<'_>) {
+    match exports::name(lock) {
         "loop" => loop {
             core::hint::black_box(());
         },
@@ -37,8 +37,8 @@ fn before_call(lock: &str) {
 }
 
 /// Whether a single decision under `lock` answers `stale-token` against the rules.
-fn lies(lock: &str) -> bool {
-    lock == "lie"
+fn lies(lock: &wit::LockNameBorrow<'_>) -> bool {
+    exports::name(lock) == "lie"
 }
 
 #[path = "../../../../crates/rules/src/rules.rs"]

@@ -12,6 +12,8 @@
 export const IFACE = 'fencing:guard/check@0.3.0';
 const I64_MAX = (1n << 63n) - 1n;
 const TWO_64 = 1n << 64n;
+/** Bytes of the slab that verdict lists are copied into (`Core.verdictSpace`). */
+const SLAB_BYTES = 64 * 1024;
 
 /** A u64 BigInt as the i64 bit pattern a core function takes. */
 export const i64 = (v) => (v > I64_MAX ? v - TWO_64 : v);
@@ -99,6 +101,9 @@ export class Core {
     this.rep = rep;
     /** Lock name to its rep. */
     this.locks = new Map();
+    /** The slab verdict lists are copied into, and how much of it is handed out. */
+    this.slab = null;
+    this.slabUsed = 0;
   }
 
   /** `cabi_realloc(0, 0, align, size)`, checked for alignment and bounds. */
@@ -185,7 +190,27 @@ export class Core {
     const len = m.u32[(at >>> 2) + 1];
     if (len !== expected) throw new Error(`the module returned ${len} verdicts for ${expected} inputs`);
     if (ptr + len > m.u8.length) throw new Error('verdict list out of bounds');
-    return m.u8.slice(ptr, ptr + len);
+    const codes = this.verdictSpace(len);
+    codes.set(m.u8.subarray(ptr, ptr + len));
+    return codes;
+  }
+
+  /**
+   * `len` bytes of their own for a call's verdicts: a view of a shared slab,
+   * handed out once each, so that copying a stream's or a batch's verdicts
+   * out of the instance does not allocate an `ArrayBuffer` every call (that
+   * allocation cost more than the copy). Lists over a quarter of a slab get
+   * their own buffer.
+   */
+  verdictSpace(len) {
+    if (len > SLAB_BYTES / 4) return new Uint8Array(len);
+    if (this.slab === null || this.slabUsed + len > SLAB_BYTES) {
+      this.slab = new Uint8Array(SLAB_BYTES);
+      this.slabUsed = 0;
+    }
+    const at = this.slabUsed;
+    this.slabUsed = at + len;
+    return this.slab.subarray(at, at + len);
   }
 
   /**

@@ -130,6 +130,29 @@ test('columns decide as the batch of the same writes; counts agree with the verd
   assert.deepEqual(stream.verdicts, ['admitted', 'stale_token', 'admitted', 'invalid_token']);
 });
 
+test('an outcome keeps its verdicts while later calls answer, across many calls', () => {
+  // Verdicts are copied out of the instance into shared space, a part of it
+  // per call: reading an early outcome after thousands of later ones (more
+  // than that space holds), of every size, must give its own answer.
+  const kept = [];
+  for (let i = 0; i < 3000; i++) {
+    const n = 1 + (i % 97) * ((i % 7) + 1);
+    const tokens = BigUint64Array.from({ length: n }, (_, j) => BigInt((i + j) % 3));
+    kept.push([tokens, guard.admitStream(1n, tokens)]);
+  }
+  kept.push([new BigUint64Array(20000).fill(2n), guard.admitStream(1n, new BigUint64Array(20000).fill(2n))]);
+  for (const [tokens, out] of kept) {
+    let mark = 1n;
+    const expected = Array.from(tokens, (t) => {
+      if (t === 0n) return 'invalid_token';
+      if (t < mark) return 'stale_token';
+      mark = t;
+      return 'admitted';
+    });
+    assert.deepEqual(out.verdicts, expected);
+  }
+});
+
 test('bad columns are refused naming the value', () => {
   for (const [call, error, words] of [
     [() => guard.admitColumns(null, 'l', [1n, -1n]), RangeError, /tokens\[1\]/],

@@ -13,7 +13,7 @@ export const IFACE = 'fencing:guard/check@0.3.0';
 const I64_MAX = (1n << 63n) - 1n;
 const TWO_64 = 1n << 64n;
 /** Bytes of the slab that verdict lists are copied into (`Core.verdictSpace`). */
-const SLAB_BYTES = 64 * 1024;
+const SLAB_BYTES = 16 * 1024;
 
 /** A u64 BigInt as the i64 bit pattern a core function takes. */
 export const i64 = (v) => (v > I64_MAX ? v - TWO_64 : v);
@@ -200,7 +200,8 @@ export class Core {
    * handed out once each, so that copying a stream's or a batch's verdicts
    * out of the instance does not allocate an `ArrayBuffer` every call (that
    * allocation cost more than the copy). Lists over a quarter of a slab get
-   * their own buffer.
+   * their own buffer. An outcome kept keeps its slab alive: at most
+   * `SLAB_BYTES` for a small one.
    */
   verdictSpace(len) {
     if (len > SLAB_BYTES / 4) return new Uint8Array(len);

@@ -84,6 +84,22 @@ pub struct Sequencer {
     pub sequence: Option<u64>,
 }
 
+impl Fence {
+    /// The fence's numbers without its lock: what the rules decide against.
+    #[inline]
+    pub fn state(&self) -> FenceState {
+        FenceState { high_water: self.high_water, sequence: self.sequence }
+    }
+}
+
+impl Sequencer {
+    /// The presented numbers without the lock.
+    #[inline]
+    pub fn write(&self) -> BatchWrite {
+        BatchWrite { token: self.token, sequence: self.sequence }
+    }
+}
+
 /// An admitted write: the fence to persist is `{presented lock, high_water, sequence}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -193,7 +209,7 @@ pub struct StreamOutcome {
 /// mark; under the strict policy the token is above it; within an equal token
 /// the sequence advances.
 pub fn admit(current: Option<&Fence>, presented: &Sequencer, policy: Policy) -> Result<Admission, Rejection> {
-    let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+    let state = current.map(Fence::state);
     let same_lock = || current.is_some_and(|f| f.lock == presented.lock);
     decide(state, same_lock, presented.token, presented.sequence, policy)
 }
@@ -438,7 +454,7 @@ pub fn expand_batch(
 /// [`admit`] once per write and persisting each admission.
 pub fn admit_batch(current: Option<&Fence>, lock: &str, writes: &[BatchWrite], policy: Policy) -> BatchOutcome {
     let wrong_lock = current.is_some_and(|f| f.lock != lock);
-    let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+    let state = current.map(Fence::state);
     let mut codes = Vec::new();
     let fence = admit_batch_codes(state, wrong_lock, writes.iter().copied(), policy, &mut codes);
     let verdicts = expand_batch(state, writes, &codes).expect("codes made by admit_batch_codes expand");

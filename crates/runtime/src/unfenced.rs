@@ -43,7 +43,7 @@ impl Guard for UnfencedGuard {
         let fence = writes
             .last()
             .map(|w| FenceState { high_water: w.token, sequence: w.sequence })
-            .or(current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence }));
+            .or(current.map(Fence::state));
         Ok(BatchOutcome { verdicts, fence })
     }
 

@@ -10,7 +10,7 @@ use super::abi::{
 use super::base::contract;
 use super::base::{Batch, BatchCodes, Interning, LockMap, PathCalls, Result, Signed, StreamCodes, WorkerStore};
 use crate::proof::VerifierKey;
-use crate::{BatchWrite, Fence, FenceState, Policy, Sequencer};
+use crate::{Fence, Policy, Sequencer};
 use fencing_rules::rules;
 use wasmtime::component::{ComponentExportIndex, Func, Instance, ResourceAny, TypedFunc};
 
@@ -95,9 +95,7 @@ impl PathCalls for ComponentCalls {
         // own evidence must be exactly that.
         let decision = abi::decision(r);
         let c = rules::code_of(&decision);
-        let state = f.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
-        let write = BatchWrite { token: p.token, sequence: p.sequence };
-        if rules::expand(state, write, c).as_ref() != Some(&decision) {
+        if rules::expand(f.map(Fence::state), p.write(), c).as_ref() != Some(&decision) {
             return Err(contract(format_args!("`admit` answered {decision:?}, whose evidence is not its inputs'")));
         }
         Ok(c)

@@ -37,8 +37,8 @@ pub use self::limits::{EngineOptions, WasmLimits};
 use self::limits::{classify, spawn_ticker};
 use self::plugin::{INTERFACE, PACKAGE, Plugin, PluginError, PluginInfo};
 use crate::{
-    BatchOutcome, BatchWrite, Decision, Fence, FenceState, Guard, GuardFailure, GuardKind, Policy, Sequencer,
-    SignedDecision, StreamOutcome, Verdict, Verifier,
+    BatchOutcome, BatchWrite, Decision, Fence, Guard, GuardFailure, GuardKind, Policy, Sequencer, SignedDecision,
+    StreamOutcome, Verdict, Verifier,
 };
 use fencing_rules::rules;
 use std::cell::RefCell;
@@ -409,8 +409,8 @@ impl Guard for WasmGuard {
         // once, here, in the caller's slot, from inputs read after the call
         // (rather than kept across it).
         let c = self.call(|w| w.calls.admit(&mut w.store, current, presented, policy))?;
-        let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
-        let write = BatchWrite { token: presented.token, sequence: presented.sequence };
+        let state = current.map(Fence::state);
+        let write = presented.write();
         rules::expand(state, write, c).ok_or_else(|| self.broken(impossible(c)))
     }
 
@@ -421,7 +421,7 @@ impl Guard for WasmGuard {
         writes: &[BatchWrite],
         policy: Policy,
     ) -> Result<BatchOutcome, GuardFailure> {
-        let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
+        let state = current.map(Fence::state);
         self.call(|w| {
             let (codes, fence) = w.calls.admit_batch(&mut w.store, current, Batch { lock, writes }, policy)?;
             let verdicts = rules::expand_batch(state, writes, &codes)
@@ -449,8 +449,8 @@ impl Guard for WasmGuard {
         proof: &[u8],
         policy: Policy,
     ) -> Result<SignedDecision, GuardFailure> {
-        let state = current.map(|f| FenceState { high_water: f.high_water, sequence: f.sequence });
-        let write = BatchWrite { token: presented.token, sequence: presented.sequence };
+        let state = current.map(Fence::state);
+        let write = presented.write();
         self.call(|w| {
             if w.verifier != verifier.id() {
                 w.calls.set_keys(&mut w.store, verifier.keys())?;

@@ -9,7 +9,7 @@
 # FENCING_WORKSPACE_BUILT=1; under it these functions build nothing. Run on
 # their own, the scripts build just what they use.
 #
-# SHARED_BUILD adds crates/workspace-hack to a build: one feature set for
+# SHARED_BUILD adds host/workspace-hack to a build: one feature set for
 # shared dependencies whichever packages it selects, so clippy and cargo doc
 # share their checked crates, and the SQLite and PostgreSQL extensions' debug
 # builds (scripts/sqlite-extension --debug, scripts/pg-extension --debug)

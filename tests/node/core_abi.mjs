@@ -1,4 +1,4 @@
-// The core-ABI host of the @fencing/guard package (packages/node/core.js)
+// The core-ABI host of the @fencing/guard package (host/packages/node/core.js)
 // with `admit` answered by the contract's rich `admit` export instead of
 // `admit-code`: the component's 48-byte `result<admission, rejection>` is
 // read from guest memory exactly as docs/core-abi.md lays it out. The
@@ -9,7 +9,7 @@
 // Values: every u64 is a BigInt. `admit` answers in the vectors' vocabulary;
 // `batch` and `stream` answer with the raw verdict-code bytes, which the
 // caller expands.
-import { Core, IFACE, coreModuleBytes, i64 } from '../../packages/node/core.js';
+import { Core, IFACE, coreModuleBytes, i64 } from '../../host/packages/node/core.js';
 
 const POLICY = { non_decreasing: 0, strictly_increasing: 1 };
 const REJECTIONS = ['invalid_token', 'wrong_lock', 'stale_token', 'token_reused', 'sequence_regressed'];

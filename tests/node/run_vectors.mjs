@@ -1,7 +1,7 @@
 // Runs the shared fencing test vectors (tests/vectors/*.json) against a
 // JavaScript host of the fencing:guard component and prints `N passed, M
 // failed`:
-// - by default, the @fencing/guard package (packages/node, built with `npm run
+// - by default, the @fencing/guard package (host/packages/node, built with `npm run
 //   build`): what users call, single writes decided by `admit-code`;
 // - with --core FILE, core_abi.mjs: the package's core-ABI engine on the core
 //   module of component FILE, single writes decided by the rich `admit`
@@ -108,7 +108,7 @@ function coreGuard(core) {
   };
 }
 
-/** The adapter for the @fencing/guard package (packages/node): its decisions in the vectors' vocabulary. */
+/** The adapter for the @fencing/guard package (host/packages/node): its decisions in the vectors' vocabulary. */
 function packageGuard(guard) {
   const verdict = (d) => {
     if (d.admitted) return { verdict: 'admitted', high_water: d.highWater, sequence: d.sequence, new_term: d.newTerm };
@@ -229,7 +229,7 @@ async function main() {
       const mod = await import(pathToFileURL(join(root, 'packages', 'node', 'index.js')).href);
       guard = packageGuard(new mod.Guard());
     } catch (e) {
-      console.error(`error: cannot load @fencing/guard (npm install && npm run build in packages/node): ${e.message}`);
+      console.error(`error: cannot load @fencing/guard (npm install && npm run build in host/packages/node): ${e.message}`);
       return 2;
     }
   }

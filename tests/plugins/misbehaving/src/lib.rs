@@ -41,20 +41,20 @@ fn lies(lock: &wit::LockNameBorrow<'_>) -> bool {
     exports::name(lock) == "lie"
 }
 
-#[path = "../../../../crates/rules/src/rules.rs"]
+#[path = "../../../../guest/src/rules.rs"]
 #[allow(dead_code)]
 mod rules;
 
-#[path = "../../../../crates/rules/src/proof.rs"]
+#[path = "../../../../guest/src/proof.rs"]
 #[allow(dead_code)]
 mod proof;
 
 /// The guest's allocator, panic handler, `memcmp`/`bcmp` and `cabi_realloc`.
-#[path = "../../../../crates/rules/src/runtime.rs"]
+#[path = "../../../../guest/src/runtime.rs"]
 mod runtime;
 
 /// The guest's export bodies, `lock-name` and WIT conversions, with the misbehaviour above.
-#[path = "../../../../crates/rules/src/exports.rs"]
+#[path = "../../../../guest/src/exports.rs"]
 mod exports;
 
 use bindings::exports::fencing::guard::check as wit;

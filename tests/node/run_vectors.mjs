@@ -226,7 +226,7 @@ async function main() {
     }
   } else {
     try {
-      const mod = await import(pathToFileURL(join(root, 'packages', 'node', 'index.js')).href);
+      const mod = await import(pathToFileURL(join(root, 'host', 'packages', 'node', 'index.js')).href);
       guard = packageGuard(new mod.Guard());
     } catch (e) {
       console.error(`error: cannot load @fencing/guard (npm install && npm run build in host/packages/node): ${e.message}`);

@@ -21,7 +21,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[4]
+# The checkout's root (host/packages/python/tests/..); the tests copied
+# outside the checkout (scripts/test-python) are given FENCING_BIN and
+# FENCING_VECTORS instead, and their ROOT is never read.
+_PARENTS = Path(__file__).resolve().parents
+ROOT = _PARENTS[min(4, len(_PARENTS) - 1)]
 
 
 def fencing_bin() -> Path:

@@ -44,22 +44,6 @@ pub mod code {
     pub const OUT_OF_RANGE: i64 = 21;
 }
 
-/// The arguments of `fencing_check`, in order (`fencing_refusal` takes the
-/// code and the table first, then these, then the carrier).
-pub const CHECK_ARGS: [&str; 11] = [
-    "resource",
-    "fence lock",
-    "fence high_water",
-    "fence sequence",
-    "lock",
-    "token",
-    "sequence",
-    "policy",
-    "verify_keys",
-    "@fencing_proof",
-    "plugin",
-];
-
 /// A row's write, read from the arguments.
 pub struct Row {
     pub resource: String,

@@ -108,7 +108,7 @@ pub fn info(plugin: Option<&str>) -> Result<String, Failure> {
     let guard = guard(plugin)?;
     let i = guard.info();
     Ok(format!(
-        "{}: {}, {} bytes, sha256 {}, call path {:?}",
+        "{}: {}, {} bytes, sha256 {}, call path {}",
         plugin.filter(|p| !p.is_empty()).unwrap_or("embedded"),
         i.package.as_deref().unwrap_or("unknown contract"),
         i.size,

@@ -145,7 +145,8 @@ impl Spec {
             _ => self.in_row_after_insert(),
         };
         Some(format!(
-            "CREATE TRIGGER {} {timing} {what} ON {}.{} FOR EACH ROW\nBEGIN\n{}{body}END",
+            "CREATE TRIGGER {}.{} {timing} {what} ON {}.{} FOR EACH ROW\nBEGIN\n{}{body}END",
+            ident(&self.schema),
             ident(&self.trigger_name(event)),
             ident(&self.schema),
             ident(&self.table),
@@ -342,7 +343,7 @@ impl Spec {
     fn in_row_after_insert(&self) -> String {
         let r = self.resource("NEW");
         let table = literal(&self.qualified());
-        let [lock, tok, seq] = self.carried("NEW");
+        let [_, tok, seq] = self.carried("NEW");
         let lock = format!("COALESCE({}, {r})", self.lock_col("NEW").unwrap_or_else(|| "NULL".into()));
         let fence = ["IF(n = 0, NULL, f_lock)", "f_hw", "f_seq"];
         let args = self.check_args(&r, fence, &lock, &tok, &seq);
@@ -429,7 +430,9 @@ mod tests {
         let rows = spec(false);
         assert!(rows.trigger("ai").is_none());
         let bu = rows.trigger("bu").unwrap();
-        assert!(bu.starts_with("CREATE TRIGGER `fencing_orders_bu` BEFORE UPDATE ON `app`.`orders` FOR EACH ROW"));
+        assert!(
+            bu.starts_with("CREATE TRIGGER `app`.`fencing_orders_bu` BEFORE UPDATE ON `app`.`orders` FOR EACH ROW")
+        );
         assert!(bu.contains("FROM fencing.fences WHERE resource = NEW.`id` FOR UPDATE"));
         assert!(bu.contains("IF NEW.`token` <=> OLD.`token` THEN"));
         let in_row = spec(true);

@@ -74,7 +74,8 @@ class Server:
             "--bind-address=127.0.0.1", f"--plugin-dir={self.plugins}", f"--log-error={self.dir}/error.log",
             f"--pid-file={self.dir}/mariadbd.pid", f"--server-id={self.server_id}", "--skip-name-resolve",
             f"--secure-file-priv={self.files}", "--local-infile=1", "--innodb-buffer-pool-size=64M",
-            "--innodb-log-file-size=48M", "--max-connections=200",
+            "--innodb-log-file-size=48M", "--max-connections=200", "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
         ]
         if self.log_bin:
             args += [f"--log-bin={self.dir}/binlog", "--binlog-format=MIXED"]

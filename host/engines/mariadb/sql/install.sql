@@ -20,16 +20,19 @@ CREATE DATABASE IF NOT EXISTS fencing CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
 USE fencing;
 
 -- Every resource's fence: the lock it is bound to, the highest admitted
--- token, the last sequence under it. Names are bytes, compared byte for
--- byte. `carrier` names the table ('schema.table') whose row carries the
+-- token, the last sequence under it. Resources are named within a schema
+-- (the protected tables of one schema share them; another schema's
+-- 'o-1' is another resource). Names are bytes, compared byte for byte. `carrier` names the table ('schema.table') whose row carries the
 -- resource's mark (fence in row); the other columns then hold the mark as
 -- it was when the row claimed the resource.
 CREATE TABLE IF NOT EXISTS fences (
-  resource VARBINARY(1024) NOT NULL PRIMARY KEY,
+  schema_name VARCHAR(64) NOT NULL,
+  resource VARBINARY(1024) NOT NULL,
   lock_name VARBINARY(1024) NOT NULL,
   high_water BIGINT NOT NULL,
   sequence BIGINT NULL,
-  carrier VARCHAR(200) NULL
+  carrier VARCHAR(200) NULL,
+  PRIMARY KEY (schema_name, resource)
 ) ENGINE = InnoDB;
 
 -- What only an administrator sets: the lock service's verifier keys
@@ -62,8 +65,8 @@ CREATE TABLE IF NOT EXISTS resets (
   id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   by_user VARCHAR(400) NOT NULL,
-  by_role VARCHAR(400) NULL,
   reason TEXT NOT NULL,
+  schema_name VARCHAR(64) NOT NULL,
   resource VARBINARY(1024) NOT NULL,
   before_lock VARBINARY(1024) NULL,
   before_high_water BIGINT NULL,
@@ -78,6 +81,7 @@ CREATE TABLE IF NOT EXISTS resets (
 -- so no other transaction ever sees a row of it.
 CREATE TABLE IF NOT EXISTS resetting (
   connection BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  schema_name VARCHAR(64) NOT NULL,
   resource VARBINARY(1024) NOT NULL,
   high_water BIGINT NOT NULL
 ) ENGINE = InnoDB;
@@ -94,7 +98,7 @@ CREATE OR REPLACE SQL SECURITY DEFINER VIEW protection AS
 
 -- The fences as text (names are stored as bytes).
 CREATE OR REPLACE SQL SECURITY DEFINER VIEW marks AS
-  SELECT CONVERT(resource USING utf8mb4) AS resource, CONVERT(lock_name USING utf8mb4) AS lock_name,
+  SELECT schema_name, CONVERT(resource USING utf8mb4) AS resource, CONVERT(lock_name USING utf8mb4) AS lock_name,
          high_water, sequence, carrier
     FROM fences;
 
@@ -316,7 +320,7 @@ BEGIN
   DECLARE m VARCHAR(512);
   SET @fencing_behind = NULL;
   SET sql_text = CONCAT(
-    'SELECT MIN(CONVERT(', r, ' USING utf8mb4)) INTO @fencing_behind FROM ', src, ' t JOIN fencing.fences f ON f.resource = ', r,
+    'SELECT MIN(CONVERT(', r, ' USING utf8mb4)) INTO @fencing_behind FROM ', src, ' t JOIN fencing.fences f ON f.schema_name = ', QUOTE(sch), ' AND f.resource = ', r,
     ' WHERE (f.carrier IS NOT NULL AND f.carrier <> ', me, ') OR ', tk, ' IS NULL OR fencing_check(', r,
     ', f.lock_name, f.high_water, f.sequence, ', l, ', ', tk, ', ', q, ', NULL, NULL, NULL, NULL) <> 0');
   EXECUTE IMMEDIATE sql_text;
@@ -326,7 +330,7 @@ BEGIN
     SIGNAL SQLSTATE '55000' SET MESSAGE_TEXT = m;
   END IF;
   SET sql_text = CONCAT(
-    'INSERT INTO fencing.fences (resource, lock_name, high_water, sequence, carrier) SELECT ', r, ', ', l, ', COALESCE(', tk, ', 0), ', q, ', ', me,
+    'INSERT INTO fencing.fences (schema_name, resource, lock_name, high_water, sequence, carrier) SELECT ', QUOTE(sch), ', ', r, ', ', l, ', COALESCE(', tk, ', 0), ', q, ', ', me,
     ' FROM ', src, ' t ON DUPLICATE KEY UPDATE lock_name = VALUES(lock_name), high_water = VALUES(high_water), sequence = VALUES(sequence), carrier = VALUES(carrier)');
   EXECUTE IMMEDIATE sql_text;
 END//
@@ -356,7 +360,7 @@ BEGIN
   SELECT COUNT(*) INTO n FROM information_schema.TABLES WHERE TABLE_SCHEMA = sch AND TABLE_NAME = tab;
   IF in_row AND n = 1 THEN
     SET sql_text = CONCAT(
-      'UPDATE fencing.fences f JOIN ', ident(sch), '.', ident(tab), ' t ON f.resource = ', row_sql(sch, tab, res, lk, 'resource'),
+      'UPDATE fencing.fences f JOIN ', ident(sch), '.', ident(tab), ' t ON f.schema_name = ', QUOTE(sch), ' AND f.resource = ', row_sql(sch, tab, res, lk, 'resource'),
       ' SET f.lock_name = IF(t.', ident(tok), ' >= f.high_water, ', row_sql(sch, tab, res, lk, 'lock'), ', f.lock_name),',
       ' f.sequence = IF(t.', ident(tok), ' >= f.high_water, ', IF(sq IS NULL, 'NULL', CONCAT('t.', ident(sq))), ', f.sequence),',
       ' f.high_water = GREATEST(f.high_water, COALESCE(t.', ident(tok), ', 0))',
@@ -367,11 +371,12 @@ BEGIN
   DELETE FROM protected WHERE table_name = tbl;
 END//
 
--- The operator's reset: deletes a resource's fence (new_lock and
--- new_high_water NULL), or re-binds it to new_lock at new_high_water. A
+-- The operator's reset: deletes the fence of a resource of the schema
+-- `schema_name` (new_lock and new_high_water NULL), or re-binds it to
+-- new_lock at new_high_water. A
 -- mark a row carries is rewritten in that row. Recorded in fencing.resets
 -- with who, when and why. Runs in a transaction of its own.
-CREATE OR REPLACE PROCEDURE reset_fence(IN resource VARBINARY(1024), IN reason TEXT, IN new_lock VARBINARY(1024), IN new_high_water BIGINT)
+CREATE OR REPLACE PROCEDURE reset_fence(IN schema_name VARCHAR(64), IN resource VARBINARY(1024), IN reason TEXT, IN new_lock VARBINARY(1024), IN new_high_water BIGINT)
   SQL SECURITY DEFINER
 BEGIN
   DECLARE sql_text TEXT;
@@ -384,6 +389,9 @@ BEGIN
   DECLARE m VARCHAR(512);
   DECLARE checked TEXT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  IF schema_name IS NULL THEN
+    SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'fencing: reset_fence: schema_name is NULL (the database of the protected tables)';
+  END IF;
   IF reason IS NULL OR TRIM(reason) = '' THEN
     SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'fencing: reset_fence: a reason is required (it is recorded in fencing.resets)';
   END IF;
@@ -397,7 +405,7 @@ BEGIN
   END IF;
   START TRANSACTION;
   SELECT COUNT(*), MAX(lock_name), MAX(high_water), MAX(sequence), MAX(carrier) INTO n, b_lock, b_hw, b_seq, b_car
-    FROM fences WHERE fences.resource = resource FOR UPDATE;
+    FROM fences WHERE fences.schema_name = schema_name AND fences.resource = resource FOR UPDATE;
   IF b_car IS NOT NULL THEN
     SELECT COUNT(*), MAX(table_schema), MAX(table_only), MAX(resource_column), MAX(token_column), MAX(lock_column)
       INTO n, sch, tab, res, tok, lk FROM protected WHERE table_name = b_car;
@@ -413,26 +421,26 @@ BEGIN
         SET m = CONCAT('fencing: reset_fence: the mark is carried by a row of ', b_car, ': re-bind it (new_lock, new_high_water), or delete the row');
         SIGNAL SQLSTATE '55000' SET MESSAGE_TEXT = m;
       END IF;
-      INSERT INTO resetting (connection, resource, high_water) VALUES (CONNECTION_ID(), resource, new_high_water);
+      INSERT INTO resetting (connection, schema_name, resource, high_water) VALUES (CONNECTION_ID(), schema_name, resource, new_high_water);
       SET @fencing_token = new_high_water, @fencing_lock = new_lock, @fencing_sequence = NULL;
       SET sql_text = CONCAT('UPDATE ', ident(sch), '.', ident(tab), ' t SET t.', ident(tok), ' = ? WHERE ',
                                row_sql(sch, tab, res, lk, 'resource'), ' = ?');
       EXECUTE IMMEDIATE sql_text USING new_high_water, resource;
       SET @fencing_token = NULL, @fencing_lock = NULL;
       DELETE FROM resetting WHERE connection = CONNECTION_ID();
-      UPDATE fences SET lock_name = new_lock, high_water = new_high_water, sequence = NULL WHERE fences.resource = resource;
+      UPDATE fences SET lock_name = new_lock, high_water = new_high_water, sequence = NULL WHERE fences.schema_name = schema_name AND fences.resource = resource;
     END IF;
   END IF;
   IF rows_there = 0 THEN
     IF new_high_water IS NULL THEN
-      DELETE FROM fences WHERE fences.resource = resource;
+      DELETE FROM fences WHERE fences.schema_name = schema_name AND fences.resource = resource;
     ELSE
-      INSERT INTO fences (resource, lock_name, high_water, sequence, carrier) VALUES (resource, new_lock, new_high_water, NULL, NULL)
+      INSERT INTO fences (schema_name, resource, lock_name, high_water, sequence, carrier) VALUES (schema_name, resource, new_lock, new_high_water, NULL, NULL)
         ON DUPLICATE KEY UPDATE lock_name = VALUES(lock_name), high_water = VALUES(high_water), sequence = NULL, carrier = NULL;
     END IF;
   END IF;
-  INSERT INTO resets (by_user, by_role, reason, resource, before_lock, before_high_water, before_sequence, before_carrier, after_lock, after_high_water)
-    VALUES (USER(), CURRENT_ROLE(), reason, resource, b_lock, b_hw, b_seq, b_car, new_lock, new_high_water);
+  INSERT INTO resets (by_user, reason, schema_name, resource, before_lock, before_high_water, before_sequence, before_carrier, after_lock, after_high_water)
+    VALUES (USER(), reason, schema_name, resource, b_lock, b_hw, b_seq, b_car, new_lock, new_high_water);
   COMMIT;
 END//
 
@@ -466,21 +474,21 @@ BEGIN
 END//
 
 -- A resource's mark: where a row carries it, read from that row.
-CREATE OR REPLACE PROCEDURE fence(IN resource VARBINARY(1024))
+CREATE OR REPLACE PROCEDURE fence(IN schema_name VARCHAR(64), IN resource VARBINARY(1024))
   SQL SECURITY DEFINER
 BEGIN
   DECLARE sql_text TEXT;
   DECLARE car VARCHAR(200);
   DECLARE sch, tab, res, tok, lk, sq VARCHAR(64);
   DECLARE n INT;
-  SELECT MAX(carrier) INTO car FROM fences WHERE fences.resource = resource;
+  SELECT MAX(carrier) INTO car FROM fences WHERE fences.schema_name = schema_name AND fences.resource = resource;
   SELECT COUNT(*), MAX(table_schema), MAX(table_only), MAX(resource_column), MAX(token_column), MAX(lock_column), MAX(sequence_column)
     INTO n, sch, tab, res, tok, lk, sq FROM protected WHERE table_name = car;
   IF car IS NULL OR n = 0 THEN
-    SELECT CONVERT(f.resource USING utf8mb4) AS resource, CONVERT(f.lock_name USING utf8mb4) AS lock_name, f.high_water, f.sequence, f.carrier
-      FROM fences f WHERE f.resource = resource;
+    SELECT f.schema_name, CONVERT(f.resource USING utf8mb4) AS resource, CONVERT(f.lock_name USING utf8mb4) AS lock_name, f.high_water, f.sequence, f.carrier
+      FROM fences f WHERE f.schema_name = schema_name AND f.resource = resource;
   ELSE
-    SET sql_text = CONCAT('SELECT CONVERT(', row_sql(sch, tab, res, lk, 'resource'), ' USING utf8mb4) AS resource, CONVERT(',
+    SET sql_text = CONCAT('SELECT ', QUOTE(sch), ' AS schema_name, CONVERT(', row_sql(sch, tab, res, lk, 'resource'), ' USING utf8mb4) AS resource, CONVERT(',
       row_sql(sch, tab, res, lk, 'lock'), ' USING utf8mb4) AS lock_name, t.', ident(tok), ' AS high_water, ',
       IF(sq IS NULL, 'NULL', CONCAT('t.', ident(sq))), ' AS sequence, ', QUOTE(car), ' AS carrier FROM ',
       ident(sch), '.', ident(tab), ' t WHERE ', row_sql(sch, tab, res, lk, 'resource'), ' = ?');

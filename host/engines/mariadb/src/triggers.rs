@@ -11,7 +11,8 @@
 //! an admission writes the new fence in the writing transaction.
 //!
 //! Two places for a resource's mark:
-//! - **fence rows** (the default): `fencing.fences` holds every mark. Every
+//! - **fence rows** (the default): `fencing.fences` holds every mark (by
+//!   schema and resource: a schema's tables share their resources). Every
 //!   INSERT, UPDATE and DELETE is decided in a `BEFORE` trigger against the
 //!   fence row, read `FOR UPDATE`, and raises it.
 //! - **fence in the row** (`fence_in_row`): a table with one row per
@@ -183,7 +184,8 @@ impl Spec {
     /// the token being written, which no other transaction can see.
     fn unless_resetting(&self, token: &str) -> String {
         format!(
-            " AND NOT EXISTS (SELECT 1 FROM fencing.resetting WHERE connection = CONNECTION_ID() AND resource = {} AND high_water <=> {token})",
+            " AND NOT EXISTS (SELECT 1 FROM fencing.resetting WHERE connection = CONNECTION_ID() AND schema_name = {} AND resource = {} AND high_water <=> {token})",
+            literal(&self.schema),
             self.resource("NEW")
         )
     }
@@ -239,6 +241,7 @@ impl Spec {
     /// Fence rows: decide the row's write against the resource's fence row
     /// (locked), then raise it. `row` is `NEW` (INSERT, UPDATE) or `OLD` (DELETE).
     fn fence_row_write(&self, row: &str, update: bool) -> String {
+        let sch = literal(&self.schema);
         let delete = row == "OLD";
         let r = self.resource(row);
         let lock = self.presented_lock(row);
@@ -250,7 +253,7 @@ impl Spec {
         }
         let _ = write!(
             s,
-            "  SELECT COUNT(*), MAX(lock_name), MAX(high_water), MAX(sequence), MAX(carrier) INTO n, f_lock, f_hw, f_seq, f_car\n    FROM fencing.fences WHERE resource = {r} FOR UPDATE;\n"
+            "  SELECT COUNT(*), MAX(lock_name), MAX(high_water), MAX(sequence), MAX(carrier) INTO n, f_lock, f_hw, f_seq, f_car\n    FROM fencing.fences WHERE schema_name = {sch} AND resource = {r} FOR UPDATE;\n"
         );
         let _ = writeln!(
             s,
@@ -282,7 +285,7 @@ impl Spec {
         };
         let _ = write!(
             s,
-            "  IF n = 0 THEN\n    INSERT INTO fencing.fences (resource, lock_name, high_water, sequence) VALUES ({r}, {new_lock}, {token}, {new_seq});\n    IF dup THEN {}; END IF;\n  ELSE\n    UPDATE fencing.fences SET lock_name = {new_lock}, high_water = {token}, sequence = {new_seq} WHERE resource = {r};\n  END IF;\n",
+            "  IF n = 0 THEN\n    INSERT INTO fencing.fences (schema_name, resource, lock_name, high_water, sequence) VALUES ({sch}, {r}, {new_lock}, {token}, {new_seq});\n    IF dup THEN {}; END IF;\n  ELSE\n    UPDATE fencing.fences SET lock_name = {new_lock}, high_water = {token}, sequence = {new_seq} WHERE schema_name = {sch} AND resource = {r};\n  END IF;\n",
             self.refuse(
                 23,
                 "busy",
@@ -341,6 +344,7 @@ impl Spec {
     /// Fence in the row, AFTER INSERT: decide the new row against the fence
     /// row (locked) and mark it carried by this table.
     fn in_row_after_insert(&self) -> String {
+        let sch = literal(&self.schema);
         let r = self.resource("NEW");
         let table = literal(&self.qualified());
         let [_, tok, seq] = self.carried("NEW");
@@ -348,7 +352,7 @@ impl Spec {
         let fence = ["IF(n = 0, NULL, f_lock)", "f_hw", "f_seq"];
         let args = self.check_args(&r, fence, &lock, &tok, &seq);
         format!(
-            "  SELECT COUNT(*), MAX(lock_name), MAX(high_water), MAX(sequence), MAX(carrier) INTO n, f_lock, f_hw, f_seq, f_car\n    FROM fencing.fences WHERE resource = {r} FOR UPDATE;\n  IF f_car IS NOT NULL THEN CALL fencing.refuse(11, fencing_refusal(11, {table}, {args}, IF(f_car = {table}, NULL, f_car))); END IF;\n{}  IF n = 0 THEN\n    INSERT INTO fencing.fences (resource, lock_name, high_water, sequence, carrier) VALUES ({r}, {lock}, {tok}, {seq}, {table});\n    IF dup THEN {}; END IF;\n  ELSE\n    UPDATE fencing.fences SET lock_name = {lock}, high_water = {tok}, sequence = {seq}, carrier = {table} WHERE resource = {r};\n  END IF;\n",
+            "  SELECT COUNT(*), MAX(lock_name), MAX(high_water), MAX(sequence), MAX(carrier) INTO n, f_lock, f_hw, f_seq, f_car\n    FROM fencing.fences WHERE schema_name = {sch} AND resource = {r} FOR UPDATE;\n  IF f_car IS NOT NULL THEN CALL fencing.refuse(11, fencing_refusal(11, {table}, {args}, IF(f_car = {table}, NULL, f_car))); END IF;\n{}  IF n = 0 THEN\n    INSERT INTO fencing.fences (schema_name, resource, lock_name, high_water, sequence, carrier) VALUES ({sch}, {r}, {lock}, {tok}, {seq}, {table});\n    IF dup THEN {}; END IF;\n  ELSE\n    UPDATE fencing.fences SET lock_name = {lock}, high_water = {tok}, sequence = {seq}, carrier = {table} WHERE schema_name = {sch} AND resource = {r};\n  END IF;\n",
             self.decide(&args),
             self.refuse(
                 23,
@@ -379,6 +383,7 @@ impl Spec {
     /// Fence in the row, BEFORE DELETE: decide against the row, then give its
     /// mark (raised by this write) back to the fence row.
     fn in_row_delete(&self) -> String {
+        let sch = literal(&self.schema);
         let r = self.resource("OLD");
         let [fl, fh, fs] = self.carried("OLD");
         let lock = self.presented_lock("OLD");
@@ -386,7 +391,7 @@ impl Spec {
         s.push_str(&self.decide(&self.check_args(&r, [&fl, &fh, &fs], &lock, "@fencing_token", "@fencing_sequence")));
         let _ = write!(
             s,
-            "  INSERT INTO fencing.fences (resource, lock_name, high_water, sequence, carrier) VALUES ({r}, COALESCE({lock}, {r}), @fencing_token, @fencing_sequence, NULL)\n    ON DUPLICATE KEY UPDATE lock_name = VALUES(lock_name), high_water = VALUES(high_water), sequence = VALUES(sequence), carrier = NULL;\n"
+            "  INSERT INTO fencing.fences (schema_name, resource, lock_name, high_water, sequence, carrier) VALUES ({sch}, {r}, COALESCE({lock}, {r}), @fencing_token, @fencing_sequence, NULL)\n    ON DUPLICATE KEY UPDATE lock_name = VALUES(lock_name), high_water = VALUES(high_water), sequence = VALUES(sequence), carrier = NULL;\n"
         );
         s
     }
@@ -433,7 +438,7 @@ mod tests {
         assert!(
             bu.starts_with("CREATE TRIGGER `app`.`fencing_orders_bu` BEFORE UPDATE ON `app`.`orders` FOR EACH ROW")
         );
-        assert!(bu.contains("FROM fencing.fences WHERE resource = NEW.`id` FOR UPDATE"));
+        assert!(bu.contains("FROM fencing.fences WHERE schema_name = 'app' AND resource = NEW.`id` FOR UPDATE"));
         assert!(bu.contains("IF NEW.`token` <=> OLD.`token` THEN"));
         let in_row = spec(true);
         let hot = in_row.trigger("bu").unwrap();

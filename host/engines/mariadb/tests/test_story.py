@@ -56,14 +56,16 @@ class GcPause(Protected):
         _, sqlstate, message = refusal(c1, "UPDATE orders SET body = 'late' WHERE id = 'o-1'")
         self.assertEqual(sqlstate, "FN004")
         self.assertIn("missing_token", message)
-        # The new holder goes on writing.
+        # The new holder goes on writing: a token column left as it was presents @fencing_token.
+        self.assertEqual(refusal(c2, "UPDATE orders SET body = 'again', token = 34 WHERE id = 'o-1'")[1], "FN004")
+        c2.execute("SET @fencing_token = 34")
         c2.execute("UPDATE orders SET body = 'again', token = 34 WHERE id = 'o-1'")
         w1.close()
         w2.close()
 
     def test_two_clients_with_fence_rows(self):
         self.story()
-        self.assertEqual(rows(self.a, "SELECT resource, lock_name, high_water, carrier FROM fencing.fences WHERE resource = 'o-1'"),
+        self.assertEqual(rows(self.a, "SELECT resource, lock_name, high_water, carrier FROM fencing.fences WHERE schema_name = DATABASE()"),
                          ((b"o-1", b"o-1", 34, None),))
 
     def test_a_client_process_paused_with_sigstop(self):
@@ -102,8 +104,8 @@ class GcPauseInRow(GcPause):
     def test_two_clients_with_fence_rows(self):
         self.story()
         # The row carries the mark; the fence row names the table and holds the mark of the claim.
-        self.assertEqual(rows(self.a, "SELECT carrier FROM fencing.fences WHERE resource = 'o-1'"), ((f"{self.db}.orders",),))
-        self.assertEqual(rows(self.a, "CALL fencing.fence('o-1')"), (("o-1", "o-1", 34, None, f"{self.db}.orders"),))
+        self.assertEqual(rows(self.a, "SELECT carrier FROM fencing.fences WHERE schema_name = DATABASE()"), ((f"{self.db}.orders",),))
+        self.assertEqual(rows(self.a, "CALL fencing.fence(DATABASE(), 'o-1')"), ((self.db, "o-1", "o-1", 34, None, f"{self.db}.orders"),))
 
 
 class WhatARowPresents(Protected):
@@ -133,8 +135,13 @@ class WhatARowPresents(Protected):
         # Another lock is refused while the fence is bound to the resource's name.
         c.execute("SET @fencing_token = 9, @fencing_lock = 'other'")
         _, sqlstate, message = refusal(c, "UPDATE orders SET body = 'z'")
-        self.assertEqual(sqlstate, "FN003")
-        self.assertIn('wrong_lock', message)
+        if self.in_row:
+            # A row without a lock column carries its resource's name as lock.
+            self.assertEqual(sqlstate, "22023")
+            self.assertIn('lock_not_carried', message)
+        else:
+            self.assertEqual(sqlstate, "FN003")
+            self.assertIn('wrong_lock', message)
         # Values the shared rules refuse, each with its code.
         for value, state, code in (("'abc'", "22023", "number_not_decimal"), ("-5", "22003", "number_negative"),
                                    ("'9223372036854775808'", "22003", "number_above_signed"), ("34.5", "22023", "argument_type")):
@@ -154,7 +161,7 @@ class WhatARowPresents(Protected):
             self.assertEqual(sqlstate, "22023")
             self.assertIn(f"({code})", message)
         self.assertEqual(one(self.a, "SELECT COUNT(*) FROM docs"), 0)
-        self.assertEqual(one(self.a, "SELECT COUNT(*) FROM fencing.fences WHERE resource LIKE 'a%' OR resource LIKE 'x%'"), 0)
+        self.assertEqual(one(self.a, "SELECT COUNT(*) FROM fencing.fences WHERE schema_name = DATABASE()"), 0)
 
 
 class WhatARowPresentsInRow(WhatARowPresents):
@@ -170,7 +177,7 @@ class Rights(Protected):
             "UPDATE fencing.fences SET high_water = 1": 1142,
             "DELETE FROM fencing.fences": 1142,
             "SELECT * FROM fencing.settings": 1142,
-            "CALL fencing.reset_fence('o-1', 'mine now', 'o-1', 1)": 1370,
+            "CALL fencing.reset_fence(DATABASE(), 'o-1', 'mine now', 'o-1', 1)": 1370,
             "CALL fencing.set_verify_keys(NULL)": 1370,
             "CALL fencing.set_plugin('/tmp/permissive.wasm')": 1370,
             f"CALL fencing.unprotect('{self.db}.orders')": 1370,
@@ -181,15 +188,16 @@ class Rights(Protected):
             "TRUNCATE orders": 1142,
             "SET SESSION sql_log_bin = 0": 1227,
             "CREATE TEMPORARY TABLE fencing.fences (resource VARBINARY(10))": 1044,
-            "DROP FUNCTION fencing_check": 1370,
+            "DROP FUNCTION fencing_check": 1044,
             "CREATE FUNCTION fencing_check2 RETURNS INTEGER SONAME 'libfencing_mariadb.so'": 1044,
         }
         for sql, errno in denied.items():
             with self.subTest(sql=sql):
                 got, _, message = refusal(c, sql)
                 self.assertEqual(got, errno, message)
-        self.assertEqual(rows(self.a, "SELECT high_water FROM fencing.fences WHERE resource = 'o-1'"), ((34,),))
-        self.assertEqual(one(self.a, "SELECT fence_triggers FROM fencing.protection WHERE table_name = %s", (f"{self.db}.orders",)), 3)
+        self.assertEqual(rows(self.a, "CALL fencing.fence(DATABASE(), 'o-1')")[0][3], 34)
+        self.assertEqual(one(self.a, "SELECT fence_triggers - fence_triggers_expected FROM fencing.protection WHERE table_name = %s",
+                             (f"{self.db}.orders",)), 0)
         w.close()
 
     def test_an_operator_with_the_role_resets_and_it_is_recorded(self):
@@ -198,13 +206,13 @@ class Rights(Protected):
         self.a.execute(f"GRANT fencing_admin TO 'ops_{self.db}'@'%'")
         self.a.execute(f"SET DEFAULT ROLE fencing_admin FOR 'ops_{self.db}'@'%'")
         with self.server.client(user=f"ops_{self.db}", password="pw") as ops, ops.cursor() as o:
-            _, sqlstate, message = refusal(o, "CALL fencing.reset_fence('o-1', '', 'o-1', 40)")
+            _, sqlstate, message = refusal(o, "CALL fencing.reset_fence(%s, 'o-1', '', 'o-1', 40)", (self.db,))
             self.assertEqual(sqlstate, "22023")
             self.assertIn("reason is required", message)
-            o.execute("CALL fencing.reset_fence('o-1', 'a client pushed token 99999', 'o-1', 40)")
-        self.assertEqual(rows(self.a, "CALL fencing.fence('o-1')")[0][2], 40)
-        record = rows(self.a, "SELECT by_user, by_role, reason, before_high_water, after_lock, after_high_water FROM fencing.resets")
-        self.assertEqual(record[-1], (f"ops_{self.db}@127.0.0.1", "fencing_admin", "a client pushed token 99999", 99999, b"o-1", 40))
+            o.execute("CALL fencing.reset_fence(%s, 'o-1', 'a client pushed token 99999', 'o-1', 40)", (self.db,))
+        self.assertEqual(rows(self.a, "CALL fencing.fence(DATABASE(), 'o-1')")[0][3], 40)
+        record = rows(self.a, "SELECT by_user, reason, before_high_water, after_lock, after_high_water FROM fencing.resets WHERE schema_name = DATABASE()")
+        self.assertEqual(record, ((f"ops_{self.db}@127.0.0.1", "a client pushed token 99999", 99999, b"o-1", 40),))
         with writer(self.server, self.db) as w, w.cursor() as c:
             c.execute("UPDATE orders SET body = 'after the reset', token = 41 WHERE id = 'o-1'")
             _, sqlstate, _ = refusal(c, "UPDATE orders SET body = 'stale', token = 39 WHERE id = 'o-1'")

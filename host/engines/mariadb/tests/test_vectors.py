@@ -273,6 +273,10 @@ class BadCalls(unittest.TestCase):
             self.assertIsNone(one(cur, "SELECT fencing_keys_check('')"))
             self.assertIn(b"line 1", one(cur, "SELECT fencing_keys_check('1 rsa 00')"))
             self.assertIn(b"fencing:guard/check@0.3.0", one(cur, "SELECT fencing_guard_info()"))
+            # Any account may call the functions: no file outside the plugin directory is ever read.
+            for path in ("/dev/zero", "/etc/passwd", "../../etc/passwd"):
+                self.assertIn(b"must be a .wasm file in mariadbd's plugin directory", one(cur, "SELECT fencing_guard_info(%s)", (path,)))
+            self.assertIn(b"more than 16384", one(cur, "SELECT fencing_keys_check(REPEAT('1 ed25519 00,', 2000))"))
 
 
 if __name__ == "__main__":

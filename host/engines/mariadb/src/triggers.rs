@@ -212,7 +212,7 @@ impl Spec {
 
     /// Decides the presented token, from the row (`row_token`) unless
     /// `from_session` holds, then from `@fencing_token`, which is written
-    /// into the row once admitted (`write_back`).
+    /// into the row once admitted; `unless` lets a refusal through (a reset).
     fn decide_token(
         &self,
         from_session: &str,

@@ -388,7 +388,7 @@ BEGIN
   DECLARE rows_there INT DEFAULT 0;
   DECLARE m VARCHAR(512);
   DECLARE checked TEXT;
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; SET @fencing_token = NULL, @fencing_lock = NULL; RESIGNAL; END;
   IF schema_name IS NULL THEN
     SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'fencing: reset_fence: schema_name is NULL (the database of the protected tables)';
   END IF;

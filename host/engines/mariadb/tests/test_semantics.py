@@ -120,6 +120,15 @@ class Statements(Protected):
             self.assertEqual(sqlstate, "FN001")
         self.c.execute("INSERT INTO orders VALUES ('o-1', 'new', 35)")
 
+    def test_ignore_does_not_ignore_a_refusal(self):
+        before = self.state()
+        self.assertEqual(refusal(self.c, "UPDATE IGNORE orders SET body = 'late', token = 33 WHERE id = 'o-1'")[1], "FN001")
+        self.c.execute("SET @fencing_token = 33")
+        self.assertEqual(refusal(self.c, "DELETE IGNORE FROM orders WHERE id = 'o-1'")[1], "FN001")
+        self.c.execute("SET @fencing_token = NULL")
+        self.assertEqual(refusal(self.c, "INSERT IGNORE INTO orders VALUES ('o-3', 'x', NULL)")[1], "FN004")
+        self.assertEqual(self.state(), before)
+
     def test_a_row_cannot_move_to_another_resource(self):
         _, sqlstate, message = refusal(self.c, "UPDATE orders SET id = 'o-9', token = 35 WHERE id = 'o-1'")
         self.assertEqual(sqlstate, "22023")

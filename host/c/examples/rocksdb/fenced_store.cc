@@ -185,6 +185,7 @@ Result FencedStore::Write(std::string_view key, const Token& token, const std::s
 
     Fence next{token.lock, r.verdict.high_water,
                r.verdict.has_sequence ? std::optional<uint64_t>(r.verdict.sequence) : std::nullopt};
+    if (options_.before_write) options_.before_write();
     rocksdb::WriteBatch batch;
     rocksdb::Slice k(key.data(), key.size());
     s = value ? batch.Put(handles_[0], k, rocksdb::Slice(value->data(), value->size())) : batch.Delete(handles_[0], k);

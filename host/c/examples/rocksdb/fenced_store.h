@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,6 +69,9 @@ struct Result {
 struct Options {
     fencing_policy policy = FENCING_NON_DECREASING;
     bool sync = false;  // WriteOptions::sync of every fenced write
+    // Runs between an admission and its write, with the key's stripe held
+    // (the tests widen the read-decide-write window with it).
+    std::function<void()> before_write;
 };
 
 class FencedStore {

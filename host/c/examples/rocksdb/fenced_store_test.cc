@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -166,10 +167,15 @@ TEST_F(FencedStoreTest, CorruptFenceRefusesWrites) {
 }
 
 // Writers of one key race with tokens from a shared counter (a lock
-// service's), while a reader checks, at one snapshot each time, that the
+// service's), each pausing between its admission and its write, while a
+// reader checks, at one snapshot each time, that the
 // stored value is the fence's token and that the fence never goes back.
 TEST_F(FencedStoreTest, ConcurrentWritersNeverMoveTheFenceBack) {
-    auto store = Open(Db());
+    fenced::Options options;
+    // Widen the window between a decision and its write: without the
+    // stripe lock, another writer decides against the same fence in it.
+    options.before_write = [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); };
+    auto store = Open(Db(), options);
     constexpr int kWriters = 8, kWrites = 300;
     std::atomic<uint64_t> next{1};
     std::atomic<int> applied{0}, refused{0}, errors{0};

@@ -43,6 +43,10 @@
  *   thread that decides keeps a sandbox instance of its own (its memory
  *   bounded at 64 MiB), reused by its later calls without a lock and kept
  *   until the thread exits or decides on another guard.
+ * - Processes: a guard does not survive fork(): its deadline thread is not
+ *   copied, so a child opens guards of its own. The library must not be
+ *   unloaded (dlclose) while the process runs: its threads and thread-local
+ *   instances live in it.
  *
  * Link with `pkg-config --cflags --libs fencing_guard` (shared library) or
  * `pkg-config --static --cflags --libs fencing_guard` (static). Reference:

@@ -20,6 +20,8 @@
 //!   types convert.
 //! - `runtime` (wasm only): the allocator, panic handler, `memcmp`/`bcmp` and
 //!   `cabi_realloc` a zero-import component needs.
+//! - [`COMPONENT`] (native only): the component this crate builds, as
+//!   committed in `fencing_guard.wasm` beside `Cargo.toml`.
 
 #![no_std]
 
@@ -41,6 +43,19 @@ mod component;
 
 #[cfg(target_family = "wasm")]
 mod runtime;
+
+/// The `fencing:guard@0.3.0` component this crate builds for
+/// `wasm32-wasip2`: the bytes of `fencing_guard.wasm`, committed beside
+/// `Cargo.toml` and packaged with the crate, which every host embeds (the
+/// runtime's `plugin::EMBEDDED`, and through it the engines).
+///
+/// `scripts/build-component` builds them reproducibly (pinned toolchain,
+/// `--locked`, paths remapped) and writes the file; CI's
+/// `scripts/build-component --check` fails when a fresh build of these
+/// sources differs from it. Native builds only: the component does not
+/// carry itself.
+#[cfg(not(target_family = "wasm"))]
+pub static COMPONENT: &[u8] = include_bytes!("../fencing_guard.wasm");
 
 pub use rules::{
     Admission, BatchOutcome, BatchWrite, Fence, FenceState, Policy, Rejection, Sequencer, StreamOutcome, UnknownPolicy,

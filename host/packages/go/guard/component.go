@@ -6,7 +6,13 @@ import (
 	"fmt"
 )
 
-// The fencing:guard@0.3.0 component, as the Rust build emits it.
+// Version is this package's release: the version of every fencing package
+// and crate built from one commit (CHANGELOG.md in the repository). The
+// module's tag is host/packages/go/v0.4.0.
+const Version = "0.4.0"
+
+// The fencing:guard@0.3.0 component (fencing_guard.wasm, a committed copy of
+// the repository's guest/fencing_guard.wasm; doc.go says why).
 //
 //go:embed fencing_guard.wasm
 var component []byte

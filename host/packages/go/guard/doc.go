@@ -34,7 +34,10 @@
 //     how a verdict code becomes a decision with its evidence;
 //   - guard.go: the API, validation, and replacing a broken instance.
 //
-// The component is embedded from fencing_guard.wasm, which the repository's
-// scripts/test-go copies from the Rust build (cargo build -p fencing-rules
-// --target wasm32-wasip2 --release) before building.
+// The component is embedded from fencing_guard.wasm, committed in this
+// folder: a copy of the repository's guest/fencing_guard.wasm, since go:embed
+// reaches no file outside the package's folder. The repository's
+// scripts/build-component writes both and its --check (in CI) fails when
+// they differ from each other or from a fresh build of the rules, so the
+// module builds with `go get` alone, no Rust and no script.
 package guard

@@ -92,7 +92,7 @@ _WRONG_LOCK = Rejection(Reason.WRONG_LOCK)
 
 def bundled_component() -> Path:
     """The path of the component shipped inside this package."""
-    return Path(str(resources.files(__package__).joinpath("fencing_rules.wasm")))
+    return Path(str(resources.files(__package__).joinpath("fencing_guard.wasm")))
 
 
 class Guard:

@@ -23,7 +23,16 @@ pub const VERSION: (u64, u64, u64) = (0, 3, 0);
 /// The interface the host calls.
 pub const INTERFACE: &str = "check";
 
-/// The component built from `guest/` for `wasm32-wasip2`, embedded in this crate.
+/// The component built from `guest/` for `wasm32-wasip2`, embedded in this
+/// crate: the committed `fencing_rules::COMPONENT`, or, built with
+/// `FENCING_BUILD_COMPONENT=1` in a checkout, the component `build.rs` just
+/// built from the sources.
+#[cfg(not(fencing_component_from_source))]
+pub static EMBEDDED: &[u8] = fencing_rules::COMPONENT;
+/// The component built from `guest/` for `wasm32-wasip2`, embedded in this
+/// crate: built by `build.rs` from the checkout's sources
+/// (`FENCING_BUILD_COMPONENT=1`).
+#[cfg(fencing_component_from_source)]
 pub static EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fencing_rules.wasm"));
 
 /// Why a plugin could not be loaded.

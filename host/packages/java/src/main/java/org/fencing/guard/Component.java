@@ -38,10 +38,10 @@ final class Component {
     }
 
     private static byte[] readShipped() {
-        try (InputStream in = Component.class.getResourceAsStream("fencing_rules.wasm")) {
+        try (InputStream in = Component.class.getResourceAsStream("fencing_guard.wasm")) {
             if (in == null) {
-                throw new GuardException("the jar holds no fencing_rules.wasm: build it with the component present"
-                        + " (cargo build -p fencing-rules --target wasm32-wasip2 --release)");
+                throw new GuardException("the jar holds no fencing_guard.wasm: build it from a checkout of the"
+                        + " fencing repository, where guest/fencing_guard.wasm is committed");
             }
             return in.readAllBytes();
         } catch (IOException e) {

@@ -33,6 +33,10 @@ use tokio::time::Instant;
 /// The code of a 503 for a request that found no slot for its body.
 pub(super) const SERVER_BUSY: &str = "server_busy";
 
+/// The code of the 408 for a body that stalled (slower than the minimum
+/// rate): the rest was never read.
+pub(super) const BODY_TIMEOUT: &str = "body_timeout";
+
 /// A body still arriving this long after its request began is a slow body.
 pub const SLOW_AFTER: Duration = Duration::from_secs(1);
 
@@ -127,7 +131,7 @@ impl Peer {
              (--body-min-rate, after --body-timeout)",
             self.budget.body_min_rate
         );
-        ApiError::new(StatusCode::REQUEST_TIMEOUT, super::spool::BODY_TIMEOUT, message).with_field("body")
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, BODY_TIMEOUT, message).with_field("body")
     }
 
     /// A long-hold slot for a slow body, or 503 `server_busy`.

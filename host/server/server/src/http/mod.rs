@@ -24,8 +24,8 @@ pub mod storage;
 
 pub use conn::{ConnLimits, ConnMetrics};
 
-use budget::SERVER_BUSY;
-use spool::{BODY_TIMEOUT, BODY_TOO_LARGE, OUT_OF_DESCRIPTORS};
+use budget::{BODY_TIMEOUT, SERVER_BUSY};
+use spool::{BODY_TOO_LARGE, OUT_OF_DESCRIPTORS};
 
 use axum::Router;
 use axum::http::{StatusCode, header};

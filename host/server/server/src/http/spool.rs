@@ -26,7 +26,7 @@
 //! - a body that fails any of this reaches no handler, so it changes nothing.
 
 use super::ApiError;
-use super::budget::{Peer, SLOW_AFTER, Slot};
+use super::budget::{BODY_TIMEOUT, Peer, SLOW_AFTER, Slot};
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use futures::StreamExt;
@@ -41,9 +41,6 @@ pub const MAX_BODY_BYTES: usize = 8 << 20;
 
 /// The code of that 413: the body was refused unread.
 pub(super) const BODY_TOO_LARGE: &str = "body_too_large";
-
-/// The code of the 408 for a body that stalled: the rest was never read.
-pub(super) const BODY_TIMEOUT: &str = "body_timeout";
 
 /// The code of the 503 when the process has no descriptor left for a spool file.
 pub(super) const OUT_OF_DESCRIPTORS: &str = "out_of_descriptors";

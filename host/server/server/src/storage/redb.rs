@@ -1,23 +1,13 @@
 //! The embedded engine: redb behind a write-ahead log, with group commit.
 //!
-//! Writers hand their [`ValidWrite`] to whoever commits (`group.rs`: a lone
-//! writer on its own thread, otherwise the background committer thread,
-//! which takes what is queued, up to `MAX_BATCH`, `redb_committer.rs`). The committer opens one
-//! redb write transaction, decides each write in arrival order against the
-//! fence as left by the earlier writes of the same batch, applies the
-//! admitted ones, appends them to the log (`wal.rs`: one `O_DIRECT |
-//! O_DSYNC` write for the batch, or a write and an `fdatasync` where the
-//! file system has no direct I/O), and then answers every writer. While
-//! nobody reads, the transaction stays open for the next batches
-//! ([`Rolling`]) and is committed, without a sync, when a reader needs it,
-//! after [`ROLLING_BATCHES`] batches, or before any other transaction;
-//! once reads begin, each batch is committed before it is answered. A
-//! checkpoint (a durable redb commit, then the log rewound) follows every
-//! `CHECKPOINT_BYTES` of log (or half the space reserve, if smaller: see
-//! `redb_lifecycle.rs`) or every second with writes in it; opening the store
-//! applies the log's records beyond the last checkpoint first.
+//! Writers hand their [`ValidWrite`] to whoever commits (`group.rs`); the
+//! committer (`redb_committer.rs`) decides a batch in one redb write
+//! transaction, logs it (`wal.rs`) and answers its writers, keeping the
+//! transaction open across batches while nobody reads ([`Rolling`]). How
+//! and why, step by step, is explained once in docs/storage.md ("Group
+//! commit"); checkpoints and reopening are `redb_lifecycle.rs`.
 //!
-//! Invariants:
+//! Invariants of the whole path:
 //! - the fence check and the write of one request happen inside the single
 //!   write transaction, so nothing interleaves between them (no TOCTOU);
 //! - a write that is rejected, fails the guard or exceeds a limit touches no

@@ -3,7 +3,8 @@
 //! batch in redb's write transaction, keeps that transaction open across
 //! batches while nobody reads ([`Rolling`]), and between units checkpoints
 //! the log and reopens a store that a failure closed (`redb_lifecycle.rs`).
-//! The write path and its invariants are described once, in `redb.rs`.
+//! The write path is explained once in docs/storage.md ("Group commit");
+//! its invariants are stated in `redb.rs`.
 
 use super::group::BatchCommit;
 use super::read_cache::ReadCache;

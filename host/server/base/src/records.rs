@@ -1,7 +1,8 @@
-//! What both durable logs share (the lease journal, `locks/journal/`, and
-//! the store's write-ahead log, `storage/wal.rs`): records `[len u32][crc32
-//! u32][payload]`, little-endian, and [`RecordFile`], the zero-filled file
-//! their batches are written and synced into.
+//! What both durable logs share (the lease journal, `fencing-locks`'
+//! `journal/`, and the store's write-ahead log, `fencing-store`'s
+//! `redb/wal.rs`): records `[len u32][crc32 u32][payload]`, little-endian,
+//! and [`RecordFile`], the zero-filled file their batches are written and
+//! synced into.
 //!
 //! Invariant: no record is empty, so a zero length is where the records end
 //! (the preallocated zeros); a record that is short or fails its checksum is
@@ -16,14 +17,14 @@ use std::path::Path;
 const DIRECT_ALIGN: usize = 4096;
 
 /// Starts a record in `out`; returns where, for [`finish`].
-pub(crate) fn begin(out: &mut Vec<u8>) -> usize {
+pub fn begin(out: &mut Vec<u8>) -> usize {
     let start = out.len();
     out.extend_from_slice(&[0; 8]);
     start
 }
 
 /// Fills in the length and checksum of the record begun at `start`.
-pub(crate) fn finish(out: &mut [u8], start: usize) {
+pub fn finish(out: &mut [u8], start: usize) {
     let payload = &out[start + 8..];
     let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -31,7 +32,7 @@ pub(crate) fn finish(out: &mut [u8], start: usize) {
 }
 
 /// The payload of the record at `at`, or `None` where the records end.
-pub(crate) fn payload_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+pub fn payload_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
     let header = bytes.get(at..at + 8)?;
     let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
@@ -50,7 +51,7 @@ pub(crate) fn payload_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
 /// is zeroed again, and a failed sync zeroes every batch written since the
 /// last good one, so no record written before a failure can follow a later
 /// batch's at replay; if even that fails, the file refuses every later batch.
-pub(crate) struct RecordFile {
+pub struct RecordFile {
     file: File,
     /// Bytes of records written.
     len: u64,
@@ -136,6 +137,11 @@ impl RecordFile {
     /// Bytes of records.
     pub fn len(&self) -> u64 {
         self.len
+    }
+
+    /// Whether the file holds no record (new, or rewound).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Whether records were written since the last sync.
@@ -314,7 +320,7 @@ impl Direct {
 }
 
 /// Reads a payload's fields in order; every getter is `None` past the end.
-pub(crate) struct Reader<'a>(pub &'a [u8]);
+pub struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
     pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {

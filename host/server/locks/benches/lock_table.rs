@@ -3,11 +3,11 @@
 //! 1,000,000 other leases held (the embedded service in memory, no HTTP, no
 //! journal).
 //!
-//! `cargo bench -p fencing-server --bench lock_table`.
+//! `cargo bench -p fencing-locks --bench lock_table`.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use fencing_api::wire::locks::{AcquireRequest, Grant, LeaseRef};
-use fencing_server::locks::{Acquired, EmbeddedConfig, EmbeddedLocks, LockMetrics, LockService, ValidAcquire};
+use fencing_locks::{Acquired, EmbeddedConfig, EmbeddedLocks, LockMetrics, LockService, ValidAcquire};
 use std::hint::black_box;
 
 fn acquire(name: String, lease_ms: u64) -> ValidAcquire {

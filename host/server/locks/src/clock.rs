@@ -49,7 +49,7 @@ pub enum ClockError {
 
 /// What to do when the clock cannot be written because the disk is full.
 fn no_space_hint(e: &std::io::Error) -> &'static str {
-    if crate::storage::is_out_of_space(e) {
+    if fencing_base::is_out_of_space(e) {
         "; the lock service makes its token generation durable before granting anything, \
          so it cannot start on a full disk: free some space and start it again"
     } else {

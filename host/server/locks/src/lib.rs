@@ -1,15 +1,9 @@
 //! The lock service: leases that carry fencing tokens.
 //!
-//! [`LockService`] is the one interface the HTTP API, the CLI and the tests
-//! use; [`EmbeddedLocks`] (the default, one process, state in memory plus a
-//! durable generation clock and lease journal) and [`EtcdLocks`] implement it.
-//!
-//! Layout: `embedded/` (the service: `mod.rs` its settings, opening and
-//! invariants; `state.rs` what its handles share and how a grant changes it;
-//! `acquire.rs` the acquisition loop and its wait queue; `lease_ops.rs`
-//! renew, release and status), `table.rs` (its shards: expiry heap, idle
-//! list), `journal/` (leases made durable), `clock.rs` (the token ceiling),
-//! `etcd.rs`, `lease.rs` (lease ids), `validate.rs`, `metrics.rs`.
+//! [`LockService`] is the one interface the HTTP API (`fencing-server`), the
+//! CLI and the tests use; [`EmbeddedLocks`] (the default, one process, state
+//! in memory plus a durable generation clock and lease journal) and
+//! [`EtcdLocks`] implement it.
 //!
 //! Invariants every implementation keeps:
 //! - a grant's `fencing_token` is strictly greater than every token ever
@@ -18,6 +12,24 @@
 //!   monotonic clock (never wall time);
 //! - a lease id (`lock_token`) is 128 random bits, the only capability that
 //!   renews or releases the lease.
+//!
+//! # Layout
+//! - `embedded/`: the service: `mod.rs` its settings, opening and
+//!   invariants; `state.rs` what its handles share and how a grant changes
+//!   it; `acquire.rs` the acquisition loop and its wait queue; `lease_ops.rs`
+//!   renew, release and status.
+//! - `table.rs`: its shards (expiry heap, idle list).
+//! - `journal/`: leases made durable.
+//! - `clock.rs`: the token ceiling.
+//! - `etcd.rs`: [`EtcdLocks`].
+//! - `lease.rs`: lease ids; `validate.rs`: requests into [`ValidAcquire`];
+//!   `metrics.rs`: [`LockMetrics`].
+//!
+//! What this crate shares with the fenced store (`fencing-store`), the
+//! record files of its journal and the metrics registry, is
+//! `fencing-base`'s, imported here as `records` and `telemetry`: the lock
+//! service and the store stand side by side, neither depends on the other.
+//! The crate knows nothing of HTTP; `fencing-server` serves it.
 
 mod clock;
 mod embedded;
@@ -27,6 +39,8 @@ mod lease;
 mod metrics;
 mod table;
 mod validate;
+
+use fencing_base::{records, telemetry};
 
 pub use clock::{Bump, ClockError, ClockState, GenerationClock, bump};
 pub use embedded::{DEFAULT_MAX_HELD, EmbeddedConfig, EmbeddedLocks, OpenError, TokenMode};

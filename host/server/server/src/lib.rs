@@ -1,11 +1,19 @@
-//! The reference fencing server: fenced storage, a lock service that hands
-//! out fencing tokens, and the HTTP API in front of both.
+//! The reference fencing server: the HTTP API in front of fenced storage and
+//! a lock service that hands out fencing tokens.
 //!
 //! It decides every write with `fencing-runtime` (the `fencing:guard`
 //! component, or when asked the same rules linked natively) and keeps every
 //! resource's fence durable beside its data. The `fencing` command
 //! (`host/server/cli`) parses flags and starts it; the JSON bodies it speaks are
 //! `fencing-api`'s.
+//!
+//! The server is a family of crates, each a product with its own invariants
+//! and tests, dependencies pointing one way:
+//! `fencing-base` <- `fencing-store`, `fencing-locks` <- `fencing-server`.
+//! The store and the lock service stand side by side (neither depends on the
+//! other); what both need is `fencing-base`'s. This crate assembles them
+//! behind HTTP and re-exports them under the names its users import
+//! ([`storage`], [`locks`], [`telemetry`]).
 //!
 //! # Layout
 //! - [`http`]: errors naming the field (`mod.rs`), the accept loop and what
@@ -14,25 +22,22 @@
 //!   decoding (`body.rs`), bodies spooled past 64 KiB (`spool.rs`), strict
 //!   query strings (`query.rs`), bearer auth, the storage, lock and admin
 //!   (fence reset) routes.
-//! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
-//!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
-//!   (behind its write-ahead log, `wal.rs`; committed by one leader at a
-//!   time, a lone writer on its own thread, `group.rs`; opened, and reopened
-//!   after a full disk, with its space reserve by `redb_lifecycle.rs`; objects
-//!   being read shared by `read_cache.rs`) and PostgreSQL backends, the
-//!   service and its telemetry.
-//! - [`locks`]: the lock service (leases with fencing tokens): validation into
-//!   `ValidAcquire`, lease ids, the embedded backend (its shards, lease
-//!   journal and generation clock) and etcd.
 //! - [`keys`]: the key files of signed tokens (`--signing-key`, `--verify-keys`).
-//! - `records` (private): the record framing both durable logs share.
-//! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
+//! - [`storage`] (`fencing-store`, `host/server/store`): the fenced storage
+//!   engines (redb behind its write-ahead log, PostgreSQL), the guard's
+//!   decision inside every write, validation, the service and its telemetry.
+//! - [`locks`] (`fencing-locks`, `host/server/locks`): the lock service
+//!   (leases with fencing tokens): validation into `ValidAcquire`, lease
+//!   ids, the embedded backend (its shards, lease journal and generation
+//!   clock) and etcd.
+//! - [`telemetry`] (`fencing-base`, `host/server/base`): the Prometheus
+//!   registry behind `GET /metrics`.
 //!
 //! `docs/design.md` follows one write and one acquisition through these files.
 
 pub mod http;
 pub mod keys;
-pub mod locks;
-mod records;
-pub mod storage;
-pub mod telemetry;
+
+pub use fencing_base::telemetry;
+pub use fencing_locks as locks;
+pub use fencing_store as storage;

@@ -10,25 +10,42 @@
 //! - a rejected (or failed) write changes nothing;
 //! - an acknowledged write and its fence are durable (fsynced) before the ack;
 //! - a resource's high-water mark never goes backwards.
+//!
+//! # Layout
+//! - `lib.rs` (here): [`Engine`], the requests and outcomes, and `decide`,
+//!   the guard's decision every engine makes inside its write.
+//! - `validate.rs`: names, paths and sizes, a [`WriteRequest`] into the
+//!   [`ValidWrite`] an engine takes.
+//! - `redb/`: the embedded engine, [`RedbEngine`], and only it: `mod.rs`
+//!   the engine and the invariants of its write path; `group.rs` who
+//!   commits (one leader at a time, a lone writer on its own thread);
+//!   `committer.rs` one batch in redb's write transaction; `wal.rs` the
+//!   write-ahead log; `schema.rs` the tables and how a logged write is
+//!   applied; `lifecycle.rs` opening, reopening after a failed write and the
+//!   space reserve; `read_cache.rs` objects being read, shared by their
+//!   readers; `retire.rs` retiring empty fences (`fencing admin
+//!   retire-fences`).
+//! - `postgres.rs` and `pg_extension.rs`: [`PostgresEngine`], the fence
+//!   checked by the server or by the `fencing` extension inside PostgreSQL.
+//! - `service.rs`: [`StorageService`], an engine timed and counted;
+//!   `telemetry.rs`: [`StorageMetrics`].
+//!
+//! The record files of the write-ahead log, the metrics registry and the
+//! full-disk test are `fencing-base`'s, shared with the lock service
+//! (`fencing-locks`): the two stand side by side and neither depends on the
+//! other. The crate knows nothing of HTTP; `fencing-server` serves it.
 
-mod group;
 mod pg_extension;
 mod postgres;
-mod read_cache;
 mod redb;
-mod redb_committer;
-mod redb_lifecycle;
-mod redb_retire;
-mod redb_schema;
 mod service;
 mod telemetry;
 mod validate;
-mod wal;
 
 pub use self::postgres::{POOL_SIZE as POSTGRES_POOL_SIZE, PgGuard, PostgresEngine};
+pub use self::redb::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
 pub use self::redb::{RedbEngine, StoreOptions};
-pub use self::redb_lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
-pub use self::redb_retire::{Retired, retire_empty_fences};
+pub use self::redb::{Retired, retire_empty_fences};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{
@@ -127,18 +144,12 @@ impl StorageError {
     /// An I/O failure: [`StorageError::NoSpace`] when the disk or a quota is
     /// full (`ENOSPC`, `EDQUOT`), [`StorageError::Backend`] otherwise.
     pub(crate) fn io(context: &str, e: &std::io::Error) -> StorageError {
-        if is_out_of_space(e) {
+        if fencing_base::is_out_of_space(e) {
             StorageError::NoSpace(format!("{context}: {e}"))
         } else {
             StorageError::Backend(format!("{context}: {e}"))
         }
     }
-}
-
-/// Whether an I/O error means the disk (`ENOSPC`) or the user's quota (`EDQUOT`) is full.
-pub(crate) fn is_out_of_space(e: &std::io::Error) -> bool {
-    use nix::errno::Errno;
-    e.raw_os_error().is_some_and(|code| code == Errno::ENOSPC as i32 || code == Errno::EDQUOT as i32)
 }
 
 /// A fenced store. Implementations decide every write with the guard they were built with.

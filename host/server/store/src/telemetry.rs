@@ -15,7 +15,7 @@
 //! writes began a new token within the last `window`. The state is
 //! recomputed on each term change of that resource and decays on later writes.
 
-use crate::telemetry::SeriesBound;
+use fencing_base::telemetry::SeriesBound;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -78,7 +78,7 @@ pub struct StorageMetrics {
 
 impl StorageMetrics {
     /// Builds the families and registers them into `metrics`.
-    pub fn new(metrics: &crate::telemetry::Metrics, config: FlapConfig) -> StorageMetrics {
+    pub fn new(metrics: &fencing_base::telemetry::Metrics, config: FlapConfig) -> StorageMetrics {
         let m = StorageMetrics {
             config,
             admitted: Counter::default(),
@@ -206,7 +206,7 @@ impl StorageMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::Metrics;
+    use fencing_base::telemetry::Metrics;
 
     #[test]
     fn cardinality_is_bounded_to_most_recent() {

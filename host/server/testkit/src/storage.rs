@@ -4,7 +4,7 @@
 //! can run against one engine instance in any order.
 
 use fencing_runtime::{Fence, Rejection};
-use fencing_server::storage::{Engine, Mutation, StorageError, ValidWrite, WriteOutcome, WriteRequest};
+use fencing_store::{Engine, Mutation, StorageError, ValidWrite, WriteOutcome, WriteRequest};
 use std::sync::Arc;
 
 /// A write as a client asks for it, not yet validated.
@@ -114,7 +114,7 @@ pub async fn wrong_lock_and_invalid(engine: &dyn Engine, r: &str) {
 }
 
 pub async fn too_large_changes_nothing(engine: &dyn Engine, r: &str) {
-    let limit = fencing_server::storage::MAX_OBJECT_BYTES;
+    let limit = fencing_store::MAX_OBJECT_BYTES;
     let half = vec![7u8; limit / 2 + 1];
     assert!(admitted(&engine.write(req(r, 1, "/big", Mutation::Put, &half)).await.unwrap()));
     let err = engine.write(req(r, 2, "/big", Mutation::Append, &half)).await.unwrap_err();

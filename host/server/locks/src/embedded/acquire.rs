@@ -5,9 +5,9 @@
 
 use super::EmbeddedLocks;
 use super::state::ceil_ms;
-use crate::locks::journal::{Change, Durable, JournalError};
-use crate::locks::table::Shard;
-use crate::locks::{Acquired, LockError, ValidAcquire};
+use crate::journal::{Change, Durable, JournalError};
+use crate::table::Shard;
+use crate::{Acquired, LockError, ValidAcquire};
 use fencing_api::wire::locks::{AcquireRequest, Grant, HeldReason, Refusal};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 impl EmbeddedLocks {
     pub(super) async fn acquire_inner(&self, req: ValidAcquire) -> Result<Acquired, LockError> {
-        let presented = req.lock_token.as_deref().and_then(crate::locks::parse_lease_id);
+        let presented = req.lock_token.as_deref().and_then(crate::parse_lease_id);
         if presented.is_some() && !self.inner.cfg.reentrant {
             return Err(LockError::invalid("lock_token", "re-entry is not enabled on this server (--reentrant)"));
         }
@@ -129,7 +129,7 @@ impl EmbeddedLocks {
     /// grant (unless the lease already changed) and reports the backend unavailable.
     async fn await_grant(&self, grant: Grant, durable: Option<Durable>) -> Result<Grant, LockError> {
         let Err(e) = await_durable(durable).await else { return Ok(grant) };
-        let lease = crate::locks::parse_lease_id(&grant.lock_token).expect("the service formatted it");
+        let lease = crate::parse_lease_id(&grant.lock_token).expect("the service formatted it");
         let inner = &self.inner;
         let mut shard = inner.shard(&grant.resource_id);
         if shard.get_mut(&grant.resource_id).and_then(|e| e.holder.as_ref()).is_some_and(|h| h.lease == lease) {

@@ -5,9 +5,9 @@
 use super::EmbeddedLocks;
 use super::acquire::await_durable;
 use super::state::ceil_ms;
-use crate::locks::LockError;
-use crate::locks::journal::Change;
-use crate::locks::table::Shard;
+use crate::LockError;
+use crate::journal::Change;
+use crate::table::Shard;
 use fencing_api::wire::locks::{LeaseRef, Released, Renewed, Status};
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,7 @@ impl EmbeddedLocks {
     /// expiry is settled and `lease` is known to hold it (the entry exists
     /// and its holder's lease is `lease`'s id, passed to `f`).
     ///
-    /// Errors: `lease` fails [`crate::locks::validate_lease`]; `LeaseExpired` when it is
+    /// Errors: `lease` fails [`crate::validate_lease`]; `LeaseExpired` when it is
     /// the lock's most recently expired lease; `WrongLease` when the lock is
     /// unknown or any other lease (or none) holds it.
     fn with_lease<T>(
@@ -58,7 +58,7 @@ impl EmbeddedLocks {
         lease: &LeaseRef,
         f: impl FnOnce(&mut Shard, &str, u128, Instant) -> T,
     ) -> Result<T, LockError> {
-        let id = crate::locks::validate_lease(lease)?;
+        let id = crate::validate_lease(lease)?;
         let inner = &self.inner;
         let now = Instant::now();
         let name = lease.resource_id.as_str();
@@ -77,7 +77,7 @@ impl EmbeddedLocks {
     }
 
     pub(super) fn status_inner(&self, resource_id: String) -> Result<Status, LockError> {
-        crate::locks::validate_name("resource_id", &resource_id)?;
+        crate::validate_name("resource_id", &resource_id)?;
         let inner = &self.inner;
         let now = Instant::now();
         let mut shard = inner.shard(&resource_id);

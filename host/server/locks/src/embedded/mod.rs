@@ -40,11 +40,11 @@ mod lease_ops;
 mod state;
 
 use self::state::LockState;
-use crate::locks::clock::{ClockError, GenerationClock};
-use crate::locks::journal::{Journal, JournalError, JournalOptions};
-use crate::locks::metrics::LockMetrics;
-use crate::locks::table::{Holder, Shard};
-use crate::locks::{Acquired, BoxFuture, LockError, LockService, ValidAcquire};
+use crate::clock::{ClockError, GenerationClock};
+use crate::journal::{Journal, JournalError, JournalOptions};
+use crate::metrics::LockMetrics;
+use crate::table::{Holder, Shard};
+use crate::{Acquired, BoxFuture, LockError, LockService, ValidAcquire};
 use fencing_api::wire::locks::{LeaseRef, Released, Renewed, Status};
 use std::hash::RandomState;
 use std::path::PathBuf;
@@ -102,8 +102,8 @@ impl Default for EmbeddedConfig {
             reserve_chunk: 1 << 20,
             max_held: DEFAULT_MAX_HELD,
             background_grants: false,
-            boot_id: crate::locks::journal::current_boot_id(),
-            bound_decay: crate::locks::journal::BOUND_DECAY,
+            boot_id: crate::journal::current_boot_id(),
+            bound_decay: crate::journal::BOUND_DECAY,
         }
     }
 }
@@ -134,7 +134,7 @@ impl EmbeddedLocks {
         let (journal, restored) = match &cfg.data_dir {
             None => (None, Vec::new()),
             Some(dir) => {
-                if !dir.join(crate::locks::journal::JOURNAL_FILE).exists() && previous.max_lease_ms > 0 {
+                if !dir.join(crate::journal::JOURNAL_FILE).exists() && previous.max_lease_ms > 0 {
                     grace_until += Duration::from_millis(previous.max_lease_ms);
                     tracing::info!(
                         grace_ms = previous.max_lease_ms,

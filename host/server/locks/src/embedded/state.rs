@@ -4,11 +4,11 @@
 //! lease to its holder, and settling expired leases.
 
 use super::{EmbeddedConfig, SHARDS, TokenMode};
-use crate::locks::clock::GenerationClock;
-use crate::locks::journal::{Change, Durable, Journal, LeaseRecord};
-use crate::locks::metrics::LockMetrics;
-use crate::locks::table::{Counts, Holder, Shard};
-use crate::locks::{LeaseStamp, LockError};
+use crate::clock::GenerationClock;
+use crate::journal::{Change, Durable, Journal, LeaseRecord};
+use crate::metrics::LockMetrics;
+use crate::table::{Counts, Holder, Shard};
+use crate::{LeaseStamp, LockError};
 use fencing_api::wire::locks::{AcquireRequest, Grant};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -4,10 +4,10 @@
 //! boot (and their bound's fall), the held-lease cap.
 
 use fencing_api::wire::locks::{AcquireRequest, Grant, HeldReason, LeaseRef};
-use fencing_server::locks::{
+use fencing_base::telemetry::Metrics;
+use fencing_locks::{
     Acquired, EmbeddedConfig, EmbeddedLocks, LockError, LockMetrics, LockService, TokenMode, ValidAcquire,
 };
-use fencing_server::telemetry::Metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -269,7 +269,7 @@ async fn a_directory_without_a_journal_waits_out_old_leases_once() {
     grant(&s, req("k", "c", 300, None)).await;
     drop(s);
     // As a version without the journal would have left it: a clock and no journal.
-    std::fs::remove_file(dir.path().join(fencing_server::locks::JOURNAL_FILE)).unwrap();
+    std::fs::remove_file(dir.path().join(fencing_locks::JOURNAL_FILE)).unwrap();
     // The grace period is counted from the open, so the clock starts before it.
     let t0 = Instant::now();
     let s = reopen(&cfg).await;

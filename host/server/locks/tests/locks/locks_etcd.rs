@@ -3,9 +3,9 @@
 //! leader of a 3-member cluster is killed mid-run.
 
 use fencing_api::wire::locks::{AcquireRequest, LeaseRef};
+use fencing_base::telemetry::Metrics;
+use fencing_locks::{Acquired, EtcdLocks, LockError, LockMetrics, LockService, ValidAcquire};
 use fencing_runtime::{Fence, Guard, NativeGuard, Policy, Sequencer};
-use fencing_server::locks::{Acquired, EtcdLocks, LockError, LockMetrics, LockService, ValidAcquire};
-use fencing_server::telemetry::Metrics;
 use fencing_testkit::etcd::{Member, cluster};
 use std::time::{Duration, Instant};
 

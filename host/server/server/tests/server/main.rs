@@ -1,8 +1,7 @@
-//! The server's integration tests, one binary: the storage engines, the lock
-//! service (embedded and etcd), the lock client and the HTTP API, in process.
+//! The server's integration tests, one binary: the HTTP API in process (the
+//! storage routes over the redb engine, and the lock client against the lock
+//! routes). The store's and the lock service's own tests are beside their
+//! crates (`host/server/store/tests`, `host/server/locks/tests`).
 
 mod locks_client;
-mod locks_embedded;
-mod locks_etcd;
 mod storage_http;
-mod storage_redb;

@@ -1,19 +1,19 @@
 //! The embedded store's committer: it takes a unit of tasks from the group
-//! (`group.rs`), decides, applies (`redb_schema.rs`) and logs (`wal.rs`) each
+//! (`group.rs`), decides, applies (`schema.rs`) and logs (`wal.rs`) each
 //! batch in redb's write transaction, keeps that transaction open across
 //! batches while nobody reads ([`Rolling`]), and between units checkpoints
-//! the log and reopens a store that a failure closed (`redb_lifecycle.rs`).
+//! the log and reopens a store that a failure closed (`lifecycle.rs`).
 //! The write path is explained once in docs/storage.md ("Group commit");
-//! its invariants are stated in `redb.rs`.
+//! its invariants are stated in `mod.rs`.
 
 use super::group::BatchCommit;
+use super::lifecycle::{CommitLog, RETRY_EVERY, StoreKeeper};
 use super::read_cache::ReadCache;
-use super::redb_lifecycle::{CommitLog, RETRY_EVERY, StoreKeeper};
-use super::redb_retire::floor_fence;
-use super::redb_schema::{FENCES, META, OBJECTS, STORED_BYTES, WAL_APPLIED, apply_record, begin, checkpoint};
-use super::redb_schema::{FLOORS, db_err, decode_fence, reset};
+use super::retire::floor_fence;
+use super::schema::{FENCES, META, OBJECTS, STORED_BYTES, WAL_APPLIED, apply_record, begin, checkpoint};
+use super::schema::{FLOORS, db_err, decode_fence, reset};
 use super::wal::RecordRef;
-use super::{Mutation, StorageError, ValidWrite, WriteOutcome};
+use crate::{Mutation, StorageError, ValidWrite, WriteOutcome};
 use ::redb::{ReadableTable, WriteTransaction};
 use fencing_runtime::{Fence, Guard, Policy, Verifier};
 use std::collections::VecDeque;
@@ -110,7 +110,7 @@ impl BatchCommit for Committer {
                         let result =
                             self.store.ready().and_then(|(db, log)| reset(db, &resource_id, to, &mut log.stored_bytes));
                         self.store.publish();
-                        self.store.after(&result);
+                        self.store.reopen_if_failed(&result);
                         result
                     });
                     self.rules.cache.committed([resource_id.as_str()]);
@@ -147,7 +147,7 @@ impl BatchCommit for Committer {
                 }
                 Err(e) => tracing::error!(error = %e, "storage checkpoint failed; the log keeps its records"),
             }
-            self.store.after(&result);
+            self.store.reopen_if_failed(&result);
         }
         // Records left in the log are checkpointed once they are old enough, writes or not.
         let pending = self.store.log().is_some_and(|log| log.wal.len() > 0);
@@ -174,22 +174,22 @@ impl Committer {
         let result = rolling.txn.commit().map_err(db_err);
         // Cleared only once readers can no longer reach a database without
         // the answered writes: committed, or closed and reopened from the log.
-        self.store.after(&result);
-        self.store.slot().set_uncommitted(false);
+        self.store.reopen_if_failed(&result);
+        self.store.readers().set_uncommitted(false);
         result
     }
 
     /// Whether answered batches were lost with a transaction: a commit
     /// unwound while their transaction was out of `rolling`, rolling it back.
     fn lost(&self) -> bool {
-        self.rolling.is_none() && self.store.slot().uncommitted()
+        self.rolling.is_none() && self.store.readers().uncommitted()
     }
 
     /// After [`lost`](Self::lost): reopen, which applies those batches again from the log.
     fn recover(&mut self) {
         if self.lost() {
-            self.store.after(&Err::<(), _>(StorageError::Unavailable("a commit unwound".into())));
-            self.store.slot().set_uncommitted(false);
+            self.store.reopen_if_failed(&Err::<(), _>(StorageError::Unavailable("a commit unwound".into())));
+            self.store.readers().set_uncommitted(false);
         }
     }
 
@@ -198,7 +198,7 @@ impl Committer {
             // Giving space back may compact the database, which needs no transaction open.
             let _ = self.settle();
         }
-        let growth = self.store.growth();
+        let room = self.store.room_to_grow();
         // Whether the transaction the batch failed in held answered batches.
         let mut held = false;
         let result = self.store.ready().and_then(|(db, log)| {
@@ -208,7 +208,7 @@ impl Committer {
             };
             // Out of `self` while the batch is applied: should it unwind, the
             // transaction rolls back and `recover` reopens the store.
-            match commit_batch(&mut rolling.txn, &self.rules, log, &growth, &batch) {
+            match commit_batch(&mut rolling.txn, &self.rules, log, &room, &batch) {
                 Ok(outcomes) => {
                     rolling.batches += 1;
                     rolling.bytes += batch.iter().map(|job| job.req.bytes.len() as u64).sum::<u64>();
@@ -223,13 +223,13 @@ impl Committer {
         });
         match &result {
             Ok(_) => {
-                if self.store.slot().take_read_since_batch() {
+                if self.store.readers().take_read_since_batch() {
                     // Someone reads: commit now rather than make readers wait for
                     // the committer. Should that fail, the reopen applies the batch.
                     let _ = self.settle();
                 } else {
                     // Before any writer hears back, so no reader misses their writes.
-                    self.store.slot().set_uncommitted(true);
+                    self.store.readers().set_uncommitted(true);
                 }
                 self.rules.cache.committed(batch.iter().map(|job| job.req.resource_id.as_str()));
                 self.store.publish();
@@ -240,11 +240,11 @@ impl Committer {
             Err(e) => {
                 if held && !StoreKeeper::reopens_after(e) {
                     // The answered batches are only in the log now: apply them again.
-                    self.store.after(&Err::<(), _>(StorageError::Unavailable(format!("batch failed: {e}"))));
+                    self.store.reopen_if_failed(&Err::<(), _>(StorageError::Unavailable(format!("batch failed: {e}"))));
                 } else {
-                    self.store.after(&result);
+                    self.store.reopen_if_failed(&result);
                 }
-                self.store.slot().set_uncommitted(false);
+                self.store.readers().set_uncommitted(false);
             }
         }
         match result {
@@ -274,7 +274,7 @@ fn commit_batch(
     txn: &mut WriteTransaction,
     rules: &WriteRules,
     log: &mut CommitLog,
-    growth: &Result<(), StorageError>,
+    room: &Result<(), StorageError>,
     batch: &[Job],
 ) -> Result<Vec<Result<WriteOutcome, StorageError>>, StorageError> {
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -290,19 +290,19 @@ fn commit_batch(
         for job in batch {
             let req = &job.req;
             // While the disk is full only a DELETE, which frees space, is decided.
-            if let (Err(full), false) = (growth, req.mutation == Mutation::Delete) {
+            if let (Err(full), false) = (room, req.mutation == Mutation::Delete) {
                 outcomes.push(Err(full.clone()));
                 continue;
             }
             // Reads inside the write transaction see earlier writes of this batch.
-            // A resource with no fence is decided against its lock's floor (`redb_retire.rs`).
+            // A resource with no fence is decided against its lock's floor (`retire.rs`).
             let current = match fences.get(req.resource_id.as_str()).map_err(db_err)? {
                 Some(v) => Some(decode_fence(v.value())),
                 None => floor_fence(&floors, &req.lock_id)?,
             };
             let max_advance = rules.max_advance.load(Ordering::Acquire);
             let verifier = rules.verifier.as_deref();
-            let admission = match super::decide(rules.guard.as_ref(), rules.policy, verifier, max_advance, current, req)
+            let admission = match crate::decide(rules.guard.as_ref(), rules.policy, verifier, max_advance, current, req)
             {
                 Ok(admission) => admission,
                 Err(refused) => {

@@ -24,9 +24,9 @@
 //! - while the database is closed, readers get 503 `store_unavailable`
 //!   rather than an answer from a database that stopped working.
 
-use super::StorageError;
-use super::redb_schema::{FENCES, META, OBJECTS, STORED_BYTES, WAL_APPLIED, apply_record, db_err};
+use super::schema::{FENCES, META, OBJECTS, STORED_BYTES, WAL_APPLIED, apply_record, db_err};
 use super::wal::{CHECKPOINT_BYTES, Wal};
+use crate::StorageError;
 use ::redb::{Database, ReadableDatabase};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,7 +50,7 @@ pub(super) struct StoreView {
     db: RwLock<Option<Arc<Database>>>,
     stored_bytes: AtomicU64,
     /// Acknowledged writes wait in the committer's open transaction: a
-    /// reader commits it before it reads (`redb.rs`, `Rolling`). Changed
+    /// reader commits it before it reads (`mod.rs`, `Rolling`). Changed
     /// only under the committer's mutex.
     uncommitted: AtomicBool,
     /// A read has begun since the committer last answered a batch.
@@ -60,7 +60,7 @@ pub(super) struct StoreView {
 impl StoreView {
     /// The database, or 503 while it is being reopened.
     pub(super) fn get(&self) -> Result<Arc<Database>, StorageError> {
-        self.db.read().expect("store slot").clone().ok_or_else(|| {
+        self.db.read().expect("open database").clone().ok_or_else(|| {
             StorageError::Unavailable("the store is reopening after a failed write; retry shortly".into())
         })
     }
@@ -95,7 +95,7 @@ impl StoreView {
     }
 
     fn set(&self, db: Option<Arc<Database>>) {
-        *self.db.write().expect("store slot") = db;
+        *self.db.write().expect("open database") = db;
     }
 }
 
@@ -111,7 +111,9 @@ pub(super) struct CommitLog {
 /// The committer's side of the store: the database and its log when open.
 pub(super) struct StoreKeeper {
     dir: PathBuf,
-    slot: Arc<StoreView>,
+    /// What readers see, shared with the engine: emptied while the store
+    /// reopens, filled again once it is open.
+    readers: Arc<StoreView>,
     open: Option<(Arc<Database>, CommitLog)>,
     /// Why the last reopen failed: the answer to writes until one succeeds.
     last_error: Option<StorageError>,
@@ -139,7 +141,7 @@ impl StoreKeeper {
             other => other?,
         };
         let db = Arc::new(db);
-        let slot = Arc::new(StoreView {
+        let readers = Arc::new(StoreView {
             db: RwLock::new(Some(db.clone())),
             stored_bytes: AtomicU64::new(log.stored_bytes),
             uncommitted: AtomicBool::new(false),
@@ -147,13 +149,13 @@ impl StoreKeeper {
         });
         let store = StoreKeeper {
             dir: dir.to_path_buf(),
-            slot: slot.clone(),
+            readers: readers.clone(),
             open: Some((db, log)),
             last_error: None,
             reserve,
             freed: false,
         };
-        Ok((store, slot))
+        Ok((store, readers))
     }
 
     /// CommitLog bytes that trigger a checkpoint: at most half the reserve, so what
@@ -165,9 +167,10 @@ impl StoreKeeper {
         }
     }
 
-    /// Whether writes that need space are accepted: `Err` (507) while the
-    /// reserve is given back, after taking it again if space has returned.
-    pub(super) fn growth(&mut self) -> Result<(), StorageError> {
+    /// Whether there is room for writes that grow the store: `Err` (507)
+    /// while the reserve is given back, after taking it again if space has
+    /// returned. DELETEs are accepted either way.
+    pub(super) fn room_to_grow(&mut self) -> Result<(), StorageError> {
         if self.reserve.held || self.reserve.retry() {
             return Ok(());
         }
@@ -198,7 +201,7 @@ impl StoreKeeper {
     /// Publishes the committed bytes of all objects to readers.
     pub(super) fn publish(&self) {
         if let Some((_, log)) = &self.open {
-            self.slot.stored_bytes.store(log.stored_bytes, Ordering::Release);
+            self.readers.stored_bytes.store(log.stored_bytes, Ordering::Release);
         }
     }
 
@@ -212,7 +215,7 @@ impl StoreKeeper {
     /// Compacts the database file (readers wait with 503 meanwhile); whether it worked.
     fn compact(&mut self) -> bool {
         let Some((db, log)) = self.open.take() else { return false };
-        self.slot.set(None);
+        self.readers.set(None);
         let unwrapped = wait_for_readers(db);
         let (db, compacted) = match unwrapped {
             Ok(mut owned) => {
@@ -227,13 +230,14 @@ impl StoreKeeper {
             }
             Err(shared) => (shared, false),
         };
-        self.slot.set(Some(db.clone()));
+        self.readers.set(Some(db.clone()));
         self.open = Some((db, log));
         compacted
     }
 
-    /// After an operation: a failure of the store itself closes it and tries to open it again.
-    pub(super) fn after<T>(&mut self, result: &Result<T, StorageError>) {
+    /// Closes the store and opens it again when `result` is a failure of
+    /// the store itself ([`reopens_after`](Self::reopens_after)); else nothing.
+    pub(super) fn reopen_if_failed<T>(&mut self, result: &Result<T, StorageError>) {
         match result {
             Err(e) if StoreKeeper::reopens_after(e) => {
                 if matches!(e, StorageError::NoSpace(_)) {
@@ -243,14 +247,14 @@ impl StoreKeeper {
             _ => return,
         }
         if let Some((db, log)) = self.open.take() {
-            self.slot.set(None);
+            self.readers.set(None);
             drop(log);
             drop(wait_for_readers(db));
         }
         self.reopen();
     }
 
-    /// Whether [`after`](Self::after) `failure` the store closes and opens again.
+    /// Whether after `failure` the store closes and opens again ([`reopen_if_failed`](Self::reopen_if_failed)).
     pub(super) fn reopens_after(failure: &StorageError) -> bool {
         matches!(failure, StorageError::NoSpace(_) | StorageError::Backend(_) | StorageError::Unavailable(_))
     }
@@ -260,9 +264,9 @@ impl StoreKeeper {
         self.reserve.held
     }
 
-    /// The slot readers go through.
-    pub(super) fn slot(&self) -> &StoreView {
-        &self.slot
+    /// What readers see, and the flags the committer and readers signal each other with.
+    pub(super) fn readers(&self) -> &StoreView {
+        &self.readers
     }
 
     /// Whether the database and log are open.
@@ -286,7 +290,7 @@ impl StoreKeeper {
         match open_store(&self.dir) {
             Ok((db, log)) => {
                 let db = Arc::new(db);
-                self.slot.set(Some(db.clone()));
+                self.readers.set(Some(db.clone()));
                 self.open = Some((db, log));
                 if self.last_error.take().is_some() {
                     tracing::info!(dir = %self.dir.display(), "storage reopened; writes are accepted again");
@@ -399,7 +403,7 @@ pub(super) fn open_store(dir: &Path) -> Result<(Database, CommitLog), StorageErr
     // open; one that kept only its objects' bytes is counted again, once.
     let stored_bytes = match counted {
         Some(n) => n,
-        None => super::redb_schema::count_stored_bytes(&db)?,
+        None => super::schema::count_stored_bytes(&db)?,
     };
     let (wal, pending) = Wal::open(dir, applied.unwrap_or(0))
         .map_err(|e| StorageError::io(&format!("open {}", wal_path.display()), &e))?;

@@ -1,11 +1,11 @@
 //! The embedded engine: redb behind a write-ahead log, with group commit.
 //!
 //! Writers hand their [`ValidWrite`] to whoever commits (`group.rs`); the
-//! committer (`redb_committer.rs`) decides a batch in one redb write
+//! committer (`committer.rs`) decides a batch in one redb write
 //! transaction, logs it (`wal.rs`) and answers its writers, keeping the
 //! transaction open across batches while nobody reads ([`Rolling`]). How
 //! and why, step by step, is explained once in docs/storage.md ("Group
-//! commit"); checkpoints and reopening are `redb_lifecycle.rs`.
+//! commit"); checkpoints and reopening are `lifecycle.rs`.
 //!
 //! Invariants of the whole path:
 //! - the fence check and the write of one request happen inside the single
@@ -26,11 +26,22 @@
 //! - a batch whose log write fails is not answered as admitted and, being
 //!   cleared from the log, is never applied by that reopen.
 
-use super::group::Group;
-use super::read_cache::{Lookup, ReadCache};
-use super::redb_committer::{Committer, Job, Task, WriteRules};
-use super::redb_lifecycle::{DEFAULT_SPACE_RESERVE, StoreKeeper, StoreView};
-use super::redb_schema::{FENCES, OBJECTS, db_err, decode_fence};
+mod committer;
+mod group;
+mod lifecycle;
+mod read_cache;
+mod retire;
+mod schema;
+mod wal;
+
+pub use self::lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
+pub use self::retire::{Retired, retire_empty_fences};
+
+use self::committer::{Committer, Job, Task, WriteRules};
+use self::group::Group;
+use self::lifecycle::{StoreKeeper, StoreView};
+use self::read_cache::{Lookup, ReadCache};
+use self::schema::{FENCES, OBJECTS, db_err, decode_fence};
 use super::{Engine, ReadResult, StorageError, ValidWrite, WriteOutcome};
 use ::redb::ReadableDatabase;
 use fencing_runtime::{Fence, Guard, Policy, Verifier};
@@ -43,7 +54,7 @@ use tokio::sync::oneshot;
 /// How the embedded store uses its disk.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// Bytes kept allocated beside the store and given back on a full disk (0: none; see `redb_lifecycle.rs`).
+    /// Bytes kept allocated beside the store and given back on a full disk (0: none; see `lifecycle.rs`).
     pub space_reserve: u64,
     /// Most bytes in all, objects, names and fences (`--max-store-bytes`): a
     /// write that would grow past it gets 507 `quota_exceeded`; writes that
@@ -62,7 +73,7 @@ impl Default for StoreOptions {
 
 /// A redb file holding every resource, committed by one leader at a time (`group.rs`).
 pub struct RedbEngine {
-    slot: Arc<StoreView>,
+    view: Arc<StoreView>,
     /// Objects being read, shared by their readers; the committer invalidates.
     cache: Arc<ReadCache>,
     group: Arc<Group<Committer>>,
@@ -85,7 +96,7 @@ impl RedbEngine {
         policy: Policy,
         options: StoreOptions,
     ) -> Result<RedbEngine, StorageError> {
-        let (store, slot) = StoreKeeper::open(dir, options.space_reserve)?;
+        let (store, view) = StoreKeeper::open(dir, options.space_reserve)?;
         let max_advance = Arc::new(AtomicU64::new(u64::MAX));
         let cache = Arc::new(ReadCache::default());
         let rules = WriteRules {
@@ -98,7 +109,7 @@ impl RedbEngine {
         };
         let (group, background) =
             Group::start("fencing-redb-commit", Committer::new(store, rules)).map_err(StorageError::backend)?;
-        Ok(RedbEngine { slot, cache, group, background: Mutex::new(Some(background)), max_advance })
+        Ok(RedbEngine { view, cache, group, background: Mutex::new(Some(background)), max_advance })
     }
 
     /// Bounds how far one write may raise a resource's high-water mark (`None`: no bound).
@@ -112,13 +123,13 @@ impl RedbEngine {
 
     /// Commits the answered writes a read must see, if any wait in the
     /// committer's open transaction ([`Rolling`]). Blocks: call it before
-    /// taking the database from the slot (a reopen waits for readers of it).
-    fn settle_for_read(slot: &StoreView, group: &Group<Committer>) -> Result<(), StorageError> {
-        if slot.uncommitted() { group.between_units(Committer::settle) } else { Ok(()) }
+    /// taking the database from the view (a reopen waits for readers of it).
+    fn settle_for_read(view: &StoreView, group: &Group<Committer>) -> Result<(), StorageError> {
+        if view.uncommitted() { group.between_units(Committer::settle) } else { Ok(()) }
     }
 
-    fn read_fence(slot: &StoreView, resource_id: &str) -> Result<Option<Fence>, StorageError> {
-        let db = slot.get()?;
+    fn read_fence(view: &StoreView, resource_id: &str) -> Result<Option<Fence>, StorageError> {
+        let db = view.get()?;
         let txn = db.begin_read().map_err(db_err)?;
         let table = txn.open_table(FENCES).map_err(db_err)?;
         Ok(table.get(resource_id).map_err(db_err)?.map(|v| decode_fence(v.value())))
@@ -141,7 +152,7 @@ impl Engine for RedbEngine {
     }
 
     fn stored_bytes(&self) -> Option<u64> {
-        Some(self.slot.stored_bytes())
+        Some(self.view.stored_bytes())
     }
 
     fn write(&self, req: ValidWrite) -> BoxFuture<'_, Result<WriteOutcome, StorageError>> {
@@ -170,7 +181,7 @@ impl Engine for RedbEngine {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
             super::validate_file_path(file_path)?;
-            self.slot.note_read();
+            self.view.note_read();
             // Taken before the read transaction begins (see `read_cache.rs`).
             let load = loop {
                 match self.cache.lookup(resource_id, file_path) {
@@ -179,11 +190,11 @@ impl Engine for RedbEngine {
                     Lookup::Load(load) => break load,
                 }
             };
-            let (slot, group) = (self.slot.clone(), self.group.clone());
+            let (view, group) = (self.view.clone(), self.group.clone());
             let (resource, path) = (resource_id.to_owned(), file_path.to_owned());
             let (bytes, fence) = tokio::task::spawn_blocking(move || {
-                RedbEngine::settle_for_read(&slot, &group)?;
-                let db = slot.get()?;
+                RedbEngine::settle_for_read(&view, &group)?;
+                let db = view.get()?;
                 // One read transaction: the object and fence are from the same commit.
                 let txn = db.begin_read().map_err(db_err)?;
                 let fences = txn.open_table(FENCES).map_err(db_err)?;
@@ -203,14 +214,14 @@ impl Engine for RedbEngine {
     fn fence<'a>(&'a self, resource_id: &'a str) -> BoxFuture<'a, Result<Option<Fence>, StorageError>> {
         Box::pin(async move {
             super::validate_resource_id(resource_id)?;
-            self.slot.note_read();
-            if self.slot.uncommitted() {
-                let (slot, group) = (self.slot.clone(), self.group.clone());
-                tokio::task::spawn_blocking(move || RedbEngine::settle_for_read(&slot, &group))
+            self.view.note_read();
+            if self.view.uncommitted() {
+                let (view, group) = (self.view.clone(), self.group.clone());
+                tokio::task::spawn_blocking(move || RedbEngine::settle_for_read(&view, &group))
                     .await
                     .map_err(StorageError::backend)??;
             }
-            RedbEngine::read_fence(&self.slot, resource_id)
+            RedbEngine::read_fence(&self.view, resource_id)
         })
     }
 }
@@ -218,7 +229,7 @@ impl Engine for RedbEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{Mutation, WriteRequest};
+    use crate::{Mutation, WriteRequest};
     use fencing_runtime::NativeGuard;
 
     fn put(resource: &str, token: u64) -> ValidWrite {
@@ -241,20 +252,20 @@ mod tests {
         let engine = RedbEngine::open(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing).unwrap();
         engine.write(put("a", 1)).await.unwrap();
         engine.write(put("a", 2)).await.unwrap();
-        assert!(engine.slot.uncommitted(), "with nobody reading, answered batches wait in the open transaction");
+        assert!(engine.view.uncommitted(), "with nobody reading, answered batches wait in the open transaction");
 
         let read = engine.read("a", "/f").await.unwrap();
         assert_eq!(read.bytes.as_deref(), Some(&[2u8][..]), "a read commits them first");
-        assert!(!engine.slot.uncommitted());
+        assert!(!engine.view.uncommitted());
 
         engine.write(put("a", 3)).await.unwrap();
-        assert!(!engine.slot.uncommitted(), "once someone reads, a batch is committed before it is answered");
+        assert!(!engine.view.uncommitted(), "once someone reads, a batch is committed before it is answered");
         assert_eq!(engine.fence("a").await.unwrap().map(|f| f.high_water), Some(3));
 
         // No read since the last batch: the next ones wait again.
         engine.write(put("a", 4)).await.unwrap();
         engine.write(put("a", 5)).await.unwrap();
-        assert!(engine.slot.uncommitted());
+        assert!(engine.view.uncommitted());
         assert_eq!(engine.fence("a").await.unwrap().map(|f| f.high_water), Some(5));
     }
 }

@@ -16,9 +16,9 @@
 //! lock's floor is higher (its writes must then reach the floor, which only
 //! an older lease's tokens do not).
 
-use super::StorageError;
-use super::redb_lifecycle::open_store;
-use super::redb_schema::{FENCES, FLOORS, META, OBJECTS, STORED_BYTES, db_err, decode_fence, fence_row, floor_row};
+use super::lifecycle::open_store;
+use super::schema::{FENCES, FLOORS, META, OBJECTS, STORED_BYTES, db_err, decode_fence, fence_row, floor_row};
+use crate::StorageError;
 use ::redb::{Database, Durability, ReadableTable};
 use fencing_runtime::Fence;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! [`StorageError`].
 
 use super::wal::RecordRef;
-use super::{MAX_OBJECT_BYTES, Mutation, StorageError};
+use crate::{MAX_OBJECT_BYTES, Mutation, StorageError};
 use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use fencing_runtime::Fence;
 

@@ -28,8 +28,8 @@
 //! - the file is zero-filled ahead of the records, so a batch overwrites
 //!   allocated blocks and its `fdatasync` has no file size to commit.
 
-use super::Mutation;
-use crate::records::{self, Reader, RecordFile};
+use crate::Mutation;
+use fencing_base::records::{self, Reader, RecordFile};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};

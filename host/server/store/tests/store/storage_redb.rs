@@ -1,7 +1,7 @@
 //! Engine conformance for the redb backend (Wasm and native guards), plus reopen durability.
 
 use fencing_runtime::{Guard, NativeGuard, Policy, WasmGuard};
-use fencing_server::storage::{Engine, Mutation, RedbEngine, WriteOutcome};
+use fencing_store::{Engine, Mutation, RedbEngine, WriteOutcome};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -64,14 +64,14 @@ impl std::io::Write for Captured {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_reset_is_logged_with_its_reason_and_both_fences() {
-    use fencing_server::storage::{FlapConfig, StorageMetrics, StorageService};
+    use fencing_store::{FlapConfig, StorageMetrics, StorageService};
     let captured = Captured::default();
     let sink = captured.clone();
     let subscriber = tracing_subscriber::fmt().with_writer(move || sink.clone()).with_ansi(false).finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     let dir = tempfile::tempdir().unwrap();
     let engine = Arc::new(RedbEngine::open(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing).unwrap());
-    let metrics = Arc::new(StorageMetrics::new(&fencing_server::telemetry::Metrics::new(), FlapConfig::default()));
+    let metrics = Arc::new(StorageMetrics::new(&fencing_base::telemetry::Metrics::new(), FlapConfig::default()));
     let service = StorageService::new(engine, metrics);
     service.write(fencing_testkit::storage::req("logged", 42, "/f", Mutation::Put, b"x")).await.unwrap();
     let before = service.reset_fence("logged", None, "ticket 123: runaway client").await.unwrap();
@@ -108,7 +108,7 @@ async fn acknowledged_appends_survive_reopens_between_checkpoints() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quota_refuses_growth_past_it_and_keeps_its_count_across_reopens() {
-    use fencing_server::storage::{StorageError, StoreOptions};
+    use fencing_store::{StorageError, StoreOptions};
     // The measure: an object row is its resource id, path and bytes plus 32
     // (`q`, `/a`, n bytes: n + 35); a fence row its resource id and lock plus
     // 17 and 32 (`q` under lock `q`: 51).
@@ -225,12 +225,12 @@ async fn answered_writes_survive_a_commit_that_unwinds_in_their_transaction() {
 /// `op` until it is not refused as unavailable (the store reopening), for at most 10 s.
 async fn retry<'a, T, F>(op: impl Fn() -> F) -> T
 where
-    F: std::future::Future<Output = Result<T, fencing_server::storage::StorageError>> + 'a,
+    F: std::future::Future<Output = Result<T, fencing_store::StorageError>> + 'a,
 {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match op().await {
-            Err(fencing_server::storage::StorageError::Unavailable(_)) if std::time::Instant::now() < give_up => {
+            Err(fencing_store::StorageError::Unavailable(_)) if std::time::Instant::now() < give_up => {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
             other => return other.unwrap(),

@@ -181,6 +181,16 @@ pub fn unprotect(ctx: &Context<'_>, s: &Session) -> Result<String> {
         },
     };
     let table = table_of(&db, &label)?;
+    if let Some(on) = table.as_ref().filter(|on| !on.eq_ignore_ascii_case(&named)) {
+        if schema_entry(&db, &named)?.is_some() {
+            // `named` is another table now: the protection of that name moved with a rename.
+            return Err(fail(format!(
+                "fencing_unprotect: {named} is not protected; the protection registered under that name is on table \
+                 {on} now (renamed): SELECT fencing_unprotect('{}') unprotects that one",
+                on.replace('\'', "''")
+            )));
+        }
+    }
     let out = in_savepoint(&db, "fencing_unprotect", || {
         ensure_tables(&db)?;
         let folded = match &table {

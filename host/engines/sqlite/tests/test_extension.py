@@ -131,15 +131,19 @@ class Vectors(unittest.TestCase):
                 if any(n > I64_MAX for n in numbers(case)):
                     skipped += 1  # SQL integers stop at 2^63-1.
                     continue
-                if any(not is_name(lock) for lock in locks(case)):
-                    unnamed += 1  # The host refuses the name (test_arguments.py).
+                bad = [lock for lock in locks(case) if not is_name(lock)]
+                if bad:
+                    # The host refuses the name before any decision (test_arguments.py).
+                    with self.subTest(case=case["name"]), self.assertRaisesRegex(sqlite3.Error, r"\(name_[a-z_]+\)"):
+                        db.execute("SELECT fencing_admit(NULL, NULL, NULL, ?, 1)", (bad[0],)).fetchall()
+                    unnamed += 1
                     continue
                 with self.subTest(case=case["name"]):
                     got, want = run_case(db, case)
                     self.assertEqual(got, want)
                 ran += 1
         print(f"\nvectors through fencing_admit: {ran} run, {skipped} not presentable in SQL (above 2^63-1), "
-              f"{unnamed} with a lock that is not a name")
+              f"{unnamed} refused for a lock that is not a name")
         self.assertGreater(ran, 90)
 
     def test_select_load_extension_loads_it_too(self):

@@ -91,6 +91,11 @@ class Names(unittest.TestCase):
         self.assertIn("unprotected a2", out)
         self.assertEqual(stored(self.db, "r"), (46, None), "the carried mark moved into fencing_fences")
         refused(self, self.db, "INSERT INTO b VALUES ('r', 'stale', 45)", "high_water 46")
+        # A rowid table's triggers look its rows up by name too: renamed, they still do.
+        self.db.execute("INSERT INTO b(rowid, id, body, token) VALUES (7, 's', 'x', 3)")
+        self.db.execute("ALTER TABLE b RENAME TO b2")
+        refused(self, self.db, "INSERT INTO b2 VALUES ('r', 'stale', 45)", "high_water 46")
+        refused(self, self.db, "INSERT OR REPLACE INTO b2(rowid, id, body, token) VALUES (7, 't', 'x', 9)", "key_conflict")
 
     def test_rename_column_is_followed(self):
         self.db.execute("ALTER TABLE a RENAME COLUMN token TO tok")
@@ -109,6 +114,7 @@ class Names(unittest.TestCase):
         self.db.execute("ALTER TABLE a RENAME TO a2")
         self.db.execute("CREATE TABLE a(id TEXT PRIMARY KEY, token INTEGER) WITHOUT ROWID")
         refused(self, self.db, "SELECT fencing_protect('a', 'id', 'token')", "on table a2 now")
+        refused(self, self.db, "SELECT fencing_unprotect('a')", "on table a2 now")
         out = self.db.execute("SELECT fencing_protect('a2', 'id', 'token')").fetchone()[0]
         self.assertIn("protected a2", out)
         self.assertEqual(self.db.execute("SELECT tbl FROM fencing_protected ORDER BY tbl").fetchall(), [("a2",), ("b",)])

@@ -70,6 +70,15 @@ pub fn protect(ctx: &Context<'_>) -> Result<String> {
         sequence: column(4, "sequence_column")?,
     };
     let shape = schema::shape(&db, &table, &cols.resource)?;
+    if shape.in_row {
+        let view = crate::triggers::carried_view(&table);
+        if let Some((name, kind)) = schema_entry(&db, &view)?.filter(|(_, kind)| kind != "view") {
+            return Err(fail(format!(
+                "fencing_protect: {table}'s rows carry their marks, read through the extension's view {view}, but \
+                 main.{name} is a {kind} of its own: rename or drop it, then protect {table}"
+            )));
+        }
+    }
     in_savepoint(&db, "fencing_protect", || {
         ensure_tables(&db)?;
         take_over(&db, &table)?;
@@ -181,15 +190,15 @@ pub fn unprotect(ctx: &Context<'_>, s: &Session) -> Result<String> {
         },
     };
     let table = table_of(&db, &label)?;
-    if let Some(on) = table.as_ref().filter(|on| !on.eq_ignore_ascii_case(&named)) {
-        if schema_entry(&db, &named)?.is_some() {
-            // `named` is another table now: the protection of that name moved with a rename.
-            return Err(fail(format!(
-                "fencing_unprotect: {named} is not protected; the protection registered under that name is on table \
-                 {on} now (renamed): SELECT fencing_unprotect('{}') unprotects that one",
-                on.replace('\'', "''")
-            )));
-        }
+    if let Some(on) = table.as_ref().filter(|on| !on.eq_ignore_ascii_case(&named))
+        && schema_entry(&db, &named)?.is_some()
+    {
+        // `named` is another table now: the protection of that name moved with a rename.
+        return Err(fail(format!(
+            "fencing_unprotect: {named} is not protected; the protection registered under that name is on table \
+             {on} now (renamed): SELECT fencing_unprotect('{}') unprotects that one",
+            on.replace('\'', "''")
+        )));
     }
     let out = in_savepoint(&db, "fencing_unprotect", || {
         ensure_tables(&db)?;

@@ -80,6 +80,22 @@ class Names(unittest.TestCase):
         self.assertEqual(stored(self.db, "r"), (1, "a"))
         self.assertEqual(self.db.execute("SELECT count(*) FROM main.b").fetchone(), (0,))
 
+    def test_the_protected_file_attached_under_another_name_is_refused(self):
+        # A connection whose main holds fake fences attaches the protected
+        # file as x: SQLite refuses its schema (a trigger of x names main.),
+        # so none of its tables can be written through x.
+        self.db.close()
+        a = connect(":memory:")
+        a.execute("CREATE TABLE fencing_fences(resource TEXT PRIMARY KEY, lock TEXT, high_water INTEGER, "
+                  "sequence INTEGER, carrier TEXT) WITHOUT ROWID")
+        a.execute("INSERT INTO fencing_fences VALUES ('r', 'r', 1, NULL, NULL)")
+        refused(self, a, "ATTACH DATABASE ? AS x", "cannot reference objects in database main", (self.path,))
+        with self.assertRaises(sqlite3.Error):
+            a.execute("UPDATE x.a SET body = 'stale', token = 44 WHERE id = 'r'")
+        a.close()
+        self.db = connect(self.path)
+        self.assert_fenced_at_45(self.db)
+
     def test_rename_table_is_followed_and_unprotect_keeps_the_mark(self):
         self.db.execute("ALTER TABLE a RENAME TO a2")
         refused(self, self.db, "UPDATE a2 SET body = 'stale', token = 44 WHERE id = 'r'", "high_water 45")
@@ -180,3 +196,19 @@ class Names(unittest.TestCase):
         with self.assertRaises(sqlite3.Error):
             self.db.execute("INSERT INTO b VALUES ('r', 'stale', 44)")
         refused(self, self.db, "SELECT fencing_protect('b', 'id', 'token')", "fencing_fences is missing")
+
+    def test_a_table_squatting_on_a_carried_views_name_is_named_at_protect(self):
+        # Even a sealed connection may rename its own table to a fencing_* name
+        # no object holds yet; protecting a carrying table meant to read its
+        # marks through that name then refuses and says why.
+        self.db.execute("CREATE TABLE app(resource TEXT, token INTEGER)")
+        self.db.execute("SELECT fencing_seal()")
+        self.db.execute("ALTER TABLE app RENAME TO fencing_w_carried")
+        self.db.close()
+        self.db = connect(self.path)
+        self.db.execute("CREATE TABLE w(id TEXT PRIMARY KEY, token INTEGER) WITHOUT ROWID")
+        refused(self, self.db, "SELECT fencing_protect('w', 'id', 'token')", "is a table of its own")
+        self.assertEqual(self.db.execute("SELECT count(*) FROM fencing_protected WHERE tbl = 'w'").fetchone(), (0,))
+        self.db.execute("ALTER TABLE fencing_w_carried RENAME TO app")
+        self.assertIn("in the rows", self.db.execute("SELECT fencing_protect('w', 'id', 'token')").fetchone()[0])
+        self.assert_fenced_at_45(self.db)

@@ -1,7 +1,7 @@
 //! The storage API's bodies: the `POST /v1/storage/write` request and the
 //! fence as every storage answer shows it.
 
-use fencing_runtime::Fence;
+use fencing_rules::Fence;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

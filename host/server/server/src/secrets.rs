@@ -11,7 +11,9 @@
 //!   (Ed25519 verify keys) may be read by anyone, never written by others;
 //! - a bearer token is at least [`MIN_TOKEN_CHARS`] characters, so that a
 //!   token guessed or mistyped as `x` protects nothing is refused at start
-//!   rather than discovered in production.
+//!   rather than discovered in production;
+//! - a presented secret is compared in time that depends only on the
+//!   configured one ([`constant_time_eq`]).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -81,6 +83,20 @@ pub fn check_token_length(path: &Path, token: &str) -> Result<(), SecretFileErro
         ));
     }
     Ok(())
+}
+
+/// Compares a presented secret with the expected one in time that depends only
+/// on `expected.len()`: every byte of `expected` is visited and differences are
+/// OR-ed together, with no early exit on the first mismatch. A length mismatch
+/// is folded into the result instead of returning early. `black_box` keeps the
+/// optimizer from turning the loop back into a short-circuiting compare.
+pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
+    let mut diff = u64::from(presented.len() != expected.len());
+    for (i, &e) in expected.iter().enumerate() {
+        let p = presented.get(i).copied().unwrap_or(!e);
+        diff |= u64::from(std::hint::black_box(p ^ e));
+    }
+    std::hint::black_box(diff) == 0
 }
 
 fn mode(path: &Path) -> Result<u32, SecretFileError> {

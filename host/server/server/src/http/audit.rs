@@ -94,4 +94,15 @@ mod tests {
         let mode = std::fs::metadata(log.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
+
+    /// A record that cannot be written is a 503 the handler returns before
+    /// it applies anything.
+    #[tokio::test]
+    async fn a_record_that_cannot_be_written_refuses_the_action() {
+        let full = std::fs::OpenOptions::new().append(true).open("/dev/full").unwrap();
+        let log = AuditLog { path: "/dev/full".into(), file: Arc::new(Mutex::new(full)) };
+        let e = log.record(serde_json::json!({"phase": "requested"})).await.unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::SERVICE_UNAVAILABLE, "audit_unavailable"));
+        assert!(e.message.contains("nothing was changed"), "{}", e.message);
+    }
 }

@@ -29,6 +29,7 @@
 
 use super::operators::Operators;
 use super::{ApiError, is_mutating};
+pub use crate::secrets::constant_time_eq;
 use crate::secrets::{SecretFileError, check_private, check_token_length};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -99,20 +100,6 @@ fn bearer(header: Option<&HeaderValue>) -> Option<&[u8]> {
         return None;
     }
     Some(&value[7..])
-}
-
-/// Compares a presented secret with the expected one in time that depends only
-/// on `expected.len()`: every byte of `expected` is visited and differences are
-/// OR-ed together, with no early exit on the first mismatch. A length mismatch
-/// is folded into the result instead of returning early. `black_box` keeps the
-/// optimizer from turning the loop back into a short-circuiting compare.
-pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
-    let mut diff = u64::from(presented.len() != expected.len());
-    for (i, &e) in expected.iter().enumerate() {
-        let p = presented.get(i).copied().unwrap_or(!e);
-        diff |= u64::from(std::hint::black_box(p ^ e));
-    }
-    std::hint::black_box(diff) == 0
 }
 
 /// Every credential a server checks: the writers' token (if any) and the

@@ -16,13 +16,12 @@
 //!   it;
 //! - tokens and names are distinct, and a presented token is compared with
 //!   every operator's in time that depends only on the tokens configured
-//!   (`auth::constant_time_eq`), so which prefix of which token a guess
+//!   (`secrets::constant_time_eq`), so which prefix of which token a guess
 //!   matches cannot be timed;
 //! - the request that passes carries [`Operator`] (the name), which the
 //!   handler records with everything it does (`audit.rs`).
 
-use super::auth::constant_time_eq;
-use crate::secrets::{SecretFileError, check_private, check_token_length};
+use crate::secrets::{SecretFileError, check_private, check_token_length, constant_time_eq};
 use std::path::Path;
 use std::sync::Arc;
 

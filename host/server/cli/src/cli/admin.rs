@@ -39,7 +39,7 @@ use clap::{Args, Subcommand};
 use fencing_api::client::storage::StorageClient;
 use fencing_api::wire::storage::ResetBody;
 use fencing_server::locks::{Bump, CLOCK_FILE, ClockError, JOURNAL_FILE};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -151,57 +151,60 @@ enum AdminCommand {
 pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         AdminCommand::BumpTokens { data_dir, by, to, keep_leases } => {
-            let how = match (by, to) {
-                (Some(n), None) => Bump::By(n),
-                (None, Some(n)) => Bump::To(n),
-                _ => return Err(super::usage("give --by or --to")),
-            };
-            let clock = data_dir.join(CLOCK_FILE);
-            let lost_clock = !clock.exists() && data_dir.join(JOURNAL_FILE).exists();
-            let (before, after) = match (lost_clock, how) {
-                // The journal shows a lock service ran here, and its clock is gone: recreate it.
-                (true, Bump::To(n)) => {
-                    let after = fencing_server::locks::recreate_clock(&data_dir, n)
-                        .with_context(|| format!("recreate the clock in {}", data_dir.display()))?;
-                    (fencing_server::locks::ClockState::default(), after)
-                }
-                (true, Bump::By(_)) => {
-                    return Err(super::usage(format!(
-                        "{} is lost: give --to with a token above every one the lock service handed out",
-                        clock.display()
-                    )));
-                }
-                (false, how) => fencing_server::locks::bump(&data_dir, how).map_err(|e| match e {
-                    // Nothing to bump, or a ceiling past u64: the command line is wrong.
-                    ClockError::Io { ref cause, .. } if cause.kind() == std::io::ErrorKind::NotFound => {
-                        super::usage(format!("{}: {e}", data_dir.display()))
+            let arguments = serde_json::json!({ "by": by, "to": to, "keep_leases": keep_leases });
+            audited(&data_dir.clone(), "bump-tokens", arguments, || {
+                let how = match (by, to) {
+                    (Some(n), None) => Bump::By(n),
+                    (None, Some(n)) => Bump::To(n),
+                    _ => return Err(super::usage("give --by or --to")),
+                };
+                let clock = data_dir.join(CLOCK_FILE);
+                let lost_clock = !clock.exists() && data_dir.join(JOURNAL_FILE).exists();
+                let (before, after) = match (lost_clock, how) {
+                    // The journal shows a lock service ran here, and its clock is gone: recreate it.
+                    (true, Bump::To(n)) => {
+                        let after = fencing_server::locks::recreate_clock(&data_dir, n)
+                            .with_context(|| format!("recreate the clock in {}", data_dir.display()))?;
+                        (fencing_server::locks::ClockState::default(), after)
                     }
-                    e @ ClockError::Overflow { .. } => super::usage(e.to_string()),
-                    e => anyhow::Error::new(e).context(format!("bump tokens in {}", data_dir.display())),
-                })?,
-            };
-            let replaced = !keep_leases;
-            if replaced {
-                fencing_server::locks::replace_leases(&data_dir)
-                    .with_context(|| format!("replace the lease journal in {}", data_dir.display()))?;
-            }
-            let report = serde_json::json!({
-                "data_dir": data_dir,
-                "previous_ceiling": before.ceiling,
-                "ceiling": after.ceiling,
-                "leases_dropped": replaced,
-                "first_grant_waits_ms": if replaced { after.max_lease_ms } else { 0 },
-            });
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
+                    (true, Bump::By(_)) => {
+                        return Err(super::usage(format!(
+                            "{} is lost: give --to with a token above every one the lock service handed out",
+                            clock.display()
+                        )));
+                    }
+                    (false, how) => fencing_server::locks::bump(&data_dir, how).map_err(|e| match e {
+                        // Nothing to bump, or a ceiling past u64: the command line is wrong.
+                        ClockError::Io { ref cause, .. } if cause.kind() == std::io::ErrorKind::NotFound => {
+                            super::usage(format!("{}: {e}", data_dir.display()))
+                        }
+                        e @ ClockError::Overflow { .. } => super::usage(e.to_string()),
+                        e => anyhow::Error::new(e).context(format!("bump tokens in {}", data_dir.display())),
+                    })?,
+                };
+                let replaced = !keep_leases;
+                if replaced {
+                    fencing_server::locks::replace_leases(&data_dir)
+                        .with_context(|| format!("replace the lease journal in {}", data_dir.display()))?;
+                }
+                let report = serde_json::json!({
+                    "data_dir": data_dir,
+                    "previous_ceiling": before.ceiling,
+                    "ceiling": after.ceiling,
+                    "leases_dropped": replaced,
+                    "first_grant_waits_ms": if replaced { after.max_lease_ms } else { 0 },
+                });
+                Ok(report)
+            })
         }
         AdminCommand::RecoverLeases { data_dir } => {
-            let recovered = fencing_server::locks::recover_leases(&data_dir).map_err(|e| match e {
-                fencing_server::locks::RecoverError::Refused(why) => super::usage(why),
-                e => anyhow::Error::new(e).context(format!("recover the lease journal in {}", data_dir.display())),
-            })?;
-            println!("{}", serde_json::to_string_pretty(&recovered)?);
-            Ok(ExitCode::SUCCESS)
+            audited(&data_dir.clone(), "recover-leases", serde_json::json!({}), || {
+                let recovered = fencing_server::locks::recover_leases(&data_dir).map_err(|e| match e {
+                    fencing_server::locks::RecoverError::Refused(why) => super::usage(why),
+                    e => anyhow::Error::new(e).context(format!("recover the lease journal in {}", data_dir.display())),
+                })?;
+                Ok(serde_json::to_value(recovered)?)
+            })
         }
         AdminCommand::Keygen { id, algorithm, out } => {
             let report = super::keygen::keygen(id, algorithm, &out)?;
@@ -209,53 +212,53 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::RetireFences { data_dir } => {
-            let dir = store_dir(&data_dir)?;
-            let retired = fencing_server::storage::retire_empty_fences(&dir)
-                .with_context(|| format!("retire fences in {}", dir.display()))?;
-            println!("{}", serde_json::to_string_pretty(&retired)?);
-            Ok(ExitCode::SUCCESS)
+            audited(&data_dir.clone(), "retire-fences", serde_json::json!({}), || {
+                let dir = store_dir(&data_dir)?;
+                let retired = fencing_server::storage::retire_empty_fences(&dir)
+                    .with_context(|| format!("retire fences in {}", dir.display()))?;
+                Ok(serde_json::to_value(retired)?)
+            })
         }
         AdminCommand::DropFloors { data_dir, below } => {
-            let dir = store_dir(&data_dir)?;
-            let tokens = match data_dir.join(CLOCK_FILE).exists() {
-                true => Some(
-                    fencing_server::locks::lock_tokens(&data_dir)
-                        .with_context(|| format!("read the lock service's tokens in {}", data_dir.display()))?,
-                ),
-                false => None,
-            };
-            let below = match (below, &tokens) {
-                (Some(n), _) => n,
-                (None, Some(tokens)) => tokens.next_grant,
-                (None, None) => {
-                    return Err(super::usage(format!(
-                        "{}: no lock service ran in this directory; give --below with a token at or below every \
+            audited(&data_dir.clone(), "drop-floors", serde_json::json!({ "below": below }), || {
+                let dir = store_dir(&data_dir)?;
+                let tokens = match data_dir.join(CLOCK_FILE).exists() {
+                    true => Some(
+                        fencing_server::locks::lock_tokens(&data_dir)
+                            .with_context(|| format!("read the lock service's tokens in {}", data_dir.display()))?,
+                    ),
+                    false => None,
+                };
+                let below = match (below, &tokens) {
+                    (Some(n), _) => n,
+                    (None, Some(tokens)) => tokens.next_grant,
+                    (None, None) => {
+                        return Err(super::usage(format!(
+                            "{}: no lock service ran in this directory; give --below with a token at or below every \
                          token your lock service can still grant",
-                        data_dir.display()
-                    )));
+                            data_dir.display()
+                        )));
+                    }
+                };
+                let dropped = fencing_server::storage::drop_floors_below(&dir, below)
+                    .with_context(|| format!("drop floors in {}", dir.display()))?;
+                let mut report = serde_json::to_value(dropped)?;
+                // Leases the next start restores whose token is below the store floor: their
+                // holders' writes to resources without a fence are refused until they acquire again.
+                if let (Some(tokens), Some((floor, _))) = (&tokens, dropped.store_floor) {
+                    let below_floor: Vec<&str> =
+                        tokens.held.iter().filter(|(_, t)| *t < floor).map(|(name, _)| name.as_str()).collect();
+                    report["held_leases_below_store_floor"] = below_floor.into();
                 }
-            };
-            let dropped = fencing_server::storage::drop_floors_below(&dir, below)
-                .with_context(|| format!("drop floors in {}", dir.display()))?;
-            let mut report = serde_json::to_value(dropped)?;
-            // Leases the next start restores whose token is below the store floor: their
-            // holders' writes to resources without a fence are refused until they acquire again.
-            if let (Some(tokens), Some((floor, _))) = (&tokens, dropped.store_floor) {
-                let below_floor: Vec<&str> =
-                    tokens.held.iter().filter(|(_, t)| *t < floor).map(|(name, _)| name.as_str()).collect();
-                report["held_leases_below_store_floor"] = below_floor.into();
-            }
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
+                Ok(report)
+            })
         }
-        AdminCommand::Compact { data_dir } => {
+        AdminCommand::Compact { data_dir } => audited(&data_dir.clone(), "compact", serde_json::json!({}), || {
             let dir = store_dir(&data_dir)?;
             let (before, after) =
                 fencing_server::storage::compact(&dir).with_context(|| format!("compact {}", dir.display()))?;
-            let report = serde_json::json!({ "store": dir, "bytes_before": before, "bytes_after": after });
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
-        }
+            Ok(serde_json::json!({ "store": dir, "bytes_before": before, "bytes_after": after }))
+        }),
         AdminCommand::ResetFence { resource, reason, lock, high_water, server, admin_token_file } => {
             let token = fencing_server::http::operators::client_token(&admin_token_file)
                 .map_err(|e| super::usage(e.to_string()))?;
@@ -269,6 +272,57 @@ pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 400 => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             })
+        }
+    }
+}
+
+/// Runs an offline command on the stopped server's `data_dir`, recorded in
+/// the same operators' audit log as the operator routes
+/// (`admin-audit.jsonl`): `requested` (the command, its arguments, the
+/// operating-system account) synced before it runs, so nothing changes
+/// unrecorded, then `done` with its report (the state before and after) or
+/// `failed` with the error; prints the report. A directory that does not
+/// exist holds nothing to change and records nothing.
+fn audited(
+    data_dir: &Path,
+    action: &str,
+    arguments: serde_json::Value,
+    run: impl FnOnce() -> anyhow::Result<serde_json::Value>,
+) -> anyhow::Result<ExitCode> {
+    use fencing_server::http::audit::append;
+    let record = data_dir.is_dir();
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).ok();
+    let asked = serde_json::json!({
+        "action": action, "via": "fencing admin", "arguments": arguments,
+        "operator": std::env::var("USER").ok(), "uid": uid, "pid": std::process::id(),
+    });
+    let phase = |phase: &str, key: &str, value: serde_json::Value| {
+        let mut out = asked.clone();
+        out["phase"] = phase.into();
+        if !key.is_empty() {
+            out[key] = value;
+        }
+        out
+    };
+    let log_error = || format!("record the command in the operators' audit log in {}", data_dir.display());
+    if record {
+        append(data_dir, phase("requested", "", serde_json::Value::Null))
+            .with_context(|| format!("{}; nothing was changed", log_error()))?;
+    }
+    match run() {
+        Ok(report) => {
+            if record {
+                append(data_dir, phase("done", "report", report.clone()))
+                    .with_context(|| format!("{} (the command was done: {report})", log_error()))?;
+            }
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if record && let Err(log) = append(data_dir, phase("failed", "error", format!("{e:#}").into())) {
+                eprintln!("warning: {}: {log}", log_error());
+            }
+            Err(e)
         }
     }
 }

@@ -218,6 +218,15 @@ async fn floors_the_lock_service_has_passed_fold_into_one() {
     let listed = dropped["held_leases_below_store_floor"].as_array().expect("the restored leases listed");
     assert!(listed.iter().any(|l| l == &json!(lock(0, 999))), "{dropped}");
     println!("floors: {} bytes in 960 floors, {} bytes after drop-floors", floor_bytes, dropped["floor_bytes_after"]);
+    // Each offline command is in the operators' audit log, as the routes are: the four rounds'
+    // retire-fences and compact and then drop-floors, each requested before it ran and done with its report.
+    let audit = fencing_server::http::audit::read(dir.path()).unwrap();
+    let actions: Vec<_> = audit.iter().map(|r| (r["action"].as_str().unwrap(), r["phase"].as_str().unwrap())).collect();
+    assert_eq!(actions.iter().filter(|(_, phase)| *phase == "requested").count(), 9, "{actions:?}");
+    assert_eq!(actions[actions.len() - 2..], [("drop-floors", "requested"), ("drop-floors", "done")], "{actions:?}");
+    let done = audit.last().unwrap();
+    assert_eq!(done["report"]["floors_dropped"], json!(960), "{done}");
+    assert!(done["uid"].is_u64() && done["at"].is_string(), "{done}");
 
     let mut server = ServeProcess::start_role("all", dir.path(), &quota);
     server.ready().await;

@@ -107,7 +107,17 @@ pub(crate) async fn reset(
         }
     };
     let (before, after) = (previous.map(FenceBody::from), to.map(FenceBody::from));
-    admin.audit.record(with(&asked, "done", serde_json::json!({"before": before, "after": after}))).await?;
+    let done = with(&asked, "done", serde_json::json!({"before": before, "after": after}));
+    if admin.audit.record(done).await.is_err() {
+        // The change is made and its request recorded; only the outcome is missing.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "audit_unavailable",
+            "the fence was reset, but the operators' audit log could not record the outcome (the request is \
+             recorded; the server's log has the error); read the fence to see it",
+        )
+        .with_field("authorization"));
+    }
     tracing::warn!(
         operator = ?operator.name,
         peer = ?peer,

@@ -68,6 +68,19 @@ impl AuditLog {
     }
 }
 
+/// Appends `record` (with the time) to the audit log in `dir` and syncs it,
+/// creating the log (0600) if need be: for the operator's offline commands
+/// (`fencing admin bump-tokens`, `recover-leases`, ...), which record
+/// themselves in the same log as the routes.
+pub fn append(dir: &Path, mut record: serde_json::Value) -> std::io::Result<()> {
+    record["at"] = serde_json::Value::String(crate::locks::rfc3339_now());
+    let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(AUDIT_FILE))?;
+    file.write_all(&line)?;
+    file.sync_data()
+}
+
 /// Every line of the audit log in `dir` (for tests and tools).
 pub fn read(dir: &Path) -> std::io::Result<Vec<serde_json::Value>> {
     let text = std::fs::read_to_string(dir.join(AUDIT_FILE))?;

@@ -12,8 +12,9 @@
 //!   bounds a connection (`conn.rs`), the checks every request passes first
 //!   (`gate.rs`: Host, media type, origin, framing), body limit and JSON
 //!   decoding (`body.rs`), bodies spooled past 64 KiB (`spool.rs`), strict
-//!   query strings (`query.rs`), bearer auth, the storage, lock and admin
-//!   (fence reset) routes.
+//!   query strings (`query.rs`), who may call what (`auth.rs`: the writers'
+//!   token; `operators.rs`: the operators' tokens), the storage, lock and
+//!   operator (fence reset, recorded in `audit.rs`) routes.
 //! - [`storage`]: the fenced storage engine: the `Engine` trait and the guard
 //!   decision (`mod.rs`), validation into `ValidWrite` (`validate.rs`), redb
 //!   (behind its write-ahead log, `wal.rs`; committed by one leader at a
@@ -25,6 +26,8 @@
 //!   `ValidAcquire`, lease ids, the embedded backend (its shards, lease
 //!   journal and generation clock) and etcd.
 //! - [`keys`]: the key files of signed tokens (`--signing-key`, `--verify-keys`).
+//! - [`secrets`]: what every file holding a secret must be (private, a
+//!   token long enough).
 //! - `records` (private): the record framing both durable logs share.
 //! - [`telemetry`]: the Prometheus registry behind `GET /metrics`.
 //!
@@ -34,5 +37,6 @@ pub mod http;
 pub mod keys;
 pub mod locks;
 mod records;
+pub mod secrets;
 pub mod storage;
 pub mod telemetry;

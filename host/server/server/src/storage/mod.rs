@@ -28,7 +28,7 @@ mod wal;
 pub use self::postgres::{POOL_SIZE as POSTGRES_POOL_SIZE, PgGuard, PostgresEngine};
 pub use self::redb::{RedbEngine, StoreOptions};
 pub use self::redb_lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
-pub use self::redb_retire::{Retired, retire_empty_fences};
+pub use self::redb_retire::{DroppedFloors, Retired, drop_floors_below, retire_empty_fences};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{

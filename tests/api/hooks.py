@@ -55,7 +55,9 @@ def _snapshot(target):
 
 @schemathesis.hook
 def map_body(ctx, body):
-    if isinstance(body, dict) and isinstance(body.get("wait_ms"), int) and body["wait_ms"] > 100:
+    # An integral float (`146400.0`) is a wait as well as an integer is.
+    wait = body.get("wait_ms") if isinstance(body, dict) else None
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 100:
         body["wait_ms"] = 100
     return body
 

@@ -2,33 +2,40 @@
 //! row against its resource's mark, and `fencing_pending` hands the admitted
 //! fence to the trigger's body, which writes the fence row.
 //!
-//! `fencing_check_row(table, resource, lock, token, sequence, policy,
+//! `fencing_check_row(table, op, resource, lock, token, sequence, policy,
 //! fence_lock, fence_high_water, fence_sequence, fence_carrier, carried,
-//! row_token)` is the trigger's `WHEN`. `lock`, `token` and `sequence` are
-//! what the row itself presents (NULL: the connection's `fencing_present`
-//! values, the lock defaulting to the resource); the `fence_*` arguments are
-//! the resource's fence row (all NULL without one); `carried` is the token
-//! this table's row held before the write and `row_token` the token it holds
-//! after, when the table keeps its fences in its rows (`fence_in_row.rs`). A
-//! refusal fails the statement; an admission answers a [`FenceRowWrite`].
-//! On a connection with verifier keys (`fencing_set_keys`), the row is
-//! decided signed: the proof of `fencing_present_proof` must hold for the
-//! presented lock and token before the mark is consulted.
+//! row_token, conflict)` is the trigger's `WHEN`. `table` is the name the
+//! table was protected under, `op` the trigger's operation (`insert-rowid`:
+//! an INSERT into a table keyed by its `INTEGER PRIMARY KEY` resource),
+//! `resource` the row's key as SQLite holds it (named by `args::name_of`: an
+//! integer by its decimal form, text by the name rule; a real or a blob is
+//! refused); `lock`, `token` and `sequence` are what the row itself presents
+//! (NULL: the connection's `fencing_present` values, the lock defaulting to
+//! the resource); the `fence_*` arguments are the resource's fence row (all
+//! NULL without one); `carried` is the token this table's row held before
+//! the write and `row_token` the token it holds after, when the table keeps
+//! its fences in its rows (`fence_in_row.rs`); `conflict` names another
+//! resource whose row the new row collides with on a unique key
+//! (`schema.rs`), which a REPLACE would delete undecided. A refusal fails the
+//! statement; an admission answers a [`FenceRowWrite`]. On a connection with
+//! verifier keys (`fencing_set_keys`), the row is decided signed: the proof
+//! of `fencing_present_proof` must hold for the presented lock and token
+//! before the mark is consulted.
 
-use crate::args::{borrowed, fail, int, policy, to_i64, unsigned};
+use crate::args::{borrowed, fail, int, name_of, policy, to_i64, unsigned};
 use crate::fence_in_row;
 use crate::guard::or_embedded;
 use crate::session::{FenceRowWrite, Pending, Presented, Session};
-use fencing_runtime::{Admission, Fence, Sequencer};
+use fencing_runtime::{Admission, Fence, Sequencer, accept};
 use rusqlite::Result;
 use rusqlite::functions::Context;
-use rusqlite::types::Value;
+use rusqlite::types::{Value, ValueRef};
 
 /// `fencing_check_row(..)`: decides the row; the [`FenceRowWrite`] it leaves, as SQL sees it.
 pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     let table = borrowed(ctx, 0, "table")?.unwrap_or_default();
-    let resource = borrowed(ctx, 1, "resource")?
-        .ok_or_else(|| fail(format!("fencing: a row of {table} has a NULL resource; protected rows need one")))?;
+    let resource = row_name(ctx, table)?;
+    let resource = resource.as_str();
     let (session, plugin, verifier, proof) = {
         let state = s.lock();
         // The proof is taken only where it is checked.
@@ -37,10 +44,17 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     };
     let row = RowCheck { ctx, table, resource };
     let presented = row.presented(&session)?;
+    if let Some(other) = borrowed(ctx, 13, "conflict")? {
+        return Err(fail(format!(
+            "fencing: key_conflict: {}: the new row collides on a unique key with the row of resource {other:?}, which a \
+             REPLACE would delete without deciding it; nothing was written (delete that row first, presenting its token)",
+            row.at(&presented.lock)
+        )));
+    }
     let fence = FenceArgs::read(ctx)?;
     let current = row.current_mark(&fence)?;
     let decider = or_embedded(plugin).map_err(|why| fail(format!("fencing: guard_unavailable: {why}")))?;
-    let policy = policy(borrowed(ctx, 5, "policy")?)?;
+    let policy = policy(borrowed(ctx, 6, "policy")?)?;
     // With keys on the connection, the presented proof is checked before the fence.
     let decision = decider
         .decide_signed(verifier.as_deref(), current.as_ref(), &presented, &proof, policy)
@@ -53,7 +67,7 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
         })?;
     match decision {
         Ok(admission) => {
-            let write = row.fence_row_write(&presented, &admission, &fence, int(ctx, 11, "row token")?)?;
+            let write = row.fence_row_write(&presented, &admission, &fence, int(ctx, 12, "row token")?)?;
             s.lock().pending = (write != FenceRowWrite::Kept).then(|| Pending {
                 resource: resource.to_string(),
                 lock: presented.lock,
@@ -65,6 +79,20 @@ pub fn check_row(ctx: &Context<'_>, s: &Session) -> Result<i64> {
         }
         Err(reason) => Err(row.refusal(reason, &presented, current.as_ref())),
     }
+}
+
+/// The name of the row's resource (argument 2), or the refusal: a key that
+/// has no one name, or the -1 SQLite shows an auto-assigned `INTEGER PRIMARY
+/// KEY` as.
+fn row_name(ctx: &Context<'_>, table: &str) -> Result<String> {
+    let key = ctx.get_raw(2);
+    if borrowed(ctx, 1, "op")? == Some("insert-rowid") && key == ValueRef::Integer(-1) {
+        return Err(fail(format!(
+            "fencing: key_auto: table {table}: the INSERT does not name the resource, the table's INTEGER PRIMARY KEY \
+             (SQLite assigns it after the triggers decide, and shows it to them as -1); name the resource in the row"
+        )));
+    }
+    name_of(key).map_err(|why| fail(format!("fencing: table {table}: the resource {why}; nothing was written")))
 }
 
 /// The row being decided: its table and resource.
@@ -85,10 +113,10 @@ struct FenceArgs<'a> {
 impl<'a> FenceArgs<'a> {
     fn read(ctx: &'a Context<'_>) -> Result<FenceArgs<'a>> {
         Ok(FenceArgs {
-            lock: borrowed(ctx, 6, "fence lock")?,
-            high_water: unsigned(ctx, 7, "fence high_water")?,
-            sequence: unsigned(ctx, 8, "fence sequence")?,
-            carrier: borrowed(ctx, 9, "fence carrier")?,
+            lock: borrowed(ctx, 7, "fence lock")?,
+            high_water: unsigned(ctx, 8, "fence high_water")?,
+            sequence: unsigned(ctx, 9, "fence sequence")?,
+            carrier: borrowed(ctx, 10, "fence carrier")?,
         })
     }
 }
@@ -101,15 +129,16 @@ impl RowCheck<'_> {
 
     /// What the write presents: the row's lock, token and sequence, else the connection's.
     fn presented(&self, session: &Presented) -> Result<Sequencer> {
-        let lock = match &session.lock {
-            Some(l) => l.clone(),
-            None => borrowed(self.ctx, 2, "lock")?.unwrap_or(self.resource).to_string(),
+        let lock = match (&session.lock, self.ctx.get_raw(3)) {
+            (Some(l), _) => l.clone(),
+            (None, ValueRef::Null) => self.resource.to_string(),
+            (None, v) => name_of(v).map_err(|why| {
+                fail(format!("fencing: table {}, resource {:?}: the lock column {why}", self.table, self.resource))
+            })?,
         };
-        let token = match int(self.ctx, 3, "token")? {
-            Some(t) if t < 0 => {
-                return Err(fail(format!("fencing: invalid_token: {}: token {t} is negative", self.at(&lock))));
-            }
-            Some(t) => t as u64,
+        let token = match int(self.ctx, 4, "token")? {
+            Some(t) => accept::from_signed(t)
+                .map_err(|e| fail(format!("fencing: invalid_token: {}: token {e}", self.at(&lock))))?,
             None => session.token.ok_or_else(|| {
                 fail(format!(
                     "fencing: missing_token: {}: the write presents no token (set the token column, or call fencing_present(token) first)",
@@ -117,7 +146,7 @@ impl RowCheck<'_> {
                 ))
             })?,
         };
-        let sequence = unsigned(self.ctx, 4, "sequence")?.or(session.sequence);
+        let sequence = unsigned(self.ctx, 5, "sequence")?.or(session.sequence);
         Ok(Sequencer { lock, token, sequence })
     }
 
@@ -127,7 +156,7 @@ impl RowCheck<'_> {
         let carried = match fence.carrier {
             None => None,
             Some(c) if c == self.table => {
-                fence_in_row::carried_value(self.table, self.resource, int(self.ctx, 10, "carried token")?)?
+                fence_in_row::carried_value(self.table, self.resource, int(self.ctx, 11, "carried token")?)?
             }
             Some(c) => {
                 // SAFETY: the connection running this trigger; the read finishes before returning.

@@ -22,18 +22,24 @@
 //!   the key of a `WITHOUT ROWID` table) and no other unique index exists,
 //!   so `REPLACE` can only replace the same resource's row, which the
 //!   INSERT trigger sees. A DELETE always rewrites the fence row.
+//! - The extension reads a carrier's rows through the view
+//!   `main."fencing_<label>_carried"` (`triggers.rs`), which SQLite rewrites
+//!   when the table or its columns are renamed: the mark follows a rename.
 //! - `fencing_unprotect` folds the carried tokens into the fence rows before
 //!   the triggers go. A protected table dropped without it loses what its
 //!   rows carried; every later decision on such a resource fails
-//!   (`carrier_missing`) until `fencing_unprotect` acknowledges the loss.
+//!   (`carrier_missing`) until `fencing_unprotect(table, reason)`
+//!   acknowledges the loss, which is recorded as a reset (`reset.rs`).
 
 use crate::args::{fail, ident, to_u64};
+use crate::triggers::carried_view;
 use fencing_runtime::Fence;
 use rusqlite::{Connection, OptionalExtension, Result, params};
 
-/// The registry of protected tables, read to find a carrier row.
+/// The registry of protected tables, by the name each was protected under
+/// (its label; the table itself is found through the label's INSERT trigger).
 pub const REGISTRY: &str = r#"
-CREATE TABLE IF NOT EXISTS fencing_protected (
+CREATE TABLE IF NOT EXISTS main.fencing_protected (
     tbl             TEXT PRIMARY KEY NOT NULL,
     resource_column TEXT NOT NULL,
     token_column    TEXT NOT NULL,
@@ -64,31 +70,44 @@ pub fn carried_value(table: &str, resource: &str, value: Option<i64>) -> Result<
     value.map(|v| to_u64(v, &what)).transpose()
 }
 
-/// The protected table's resource and token columns, and whether its rows carry their fences.
-pub fn registered(db: &Connection, table: &str) -> Result<Option<(String, String, bool)>> {
-    db.prepare_cached("SELECT resource_column, token_column, fence_in_row FROM fencing_protected WHERE tbl = ?1")?
-        .query_row([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()
+/// Whether `main` has a table (or view, index, trigger) named `name` exactly.
+pub fn exists(db: &Connection, name: &str) -> Result<bool> {
+    db.query_row("SELECT count(*) > 0 FROM main.sqlite_schema WHERE name = ?1", [name], |r| r.get(0))
 }
 
-/// The token that `carrier`'s row for `resource` holds, read through the registry.
-pub fn read_carried(db: &Connection, carrier: &str, resource: &str) -> Result<Option<u64>> {
-    let missing = || {
+/// The table the protection registered as `label` is on now (another name
+/// after an `ALTER TABLE .. RENAME`), found through its INSERT trigger;
+/// `None` when the triggers are gone (the table was dropped).
+pub fn table_of(db: &Connection, label: &str) -> Result<Option<String>> {
+    db.query_row(
+        "SELECT tbl_name FROM main.sqlite_schema WHERE type = 'trigger' AND name = ?1",
+        [format!("fencing_{label}_insert")],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// The token that the row of carrier `label` for `resource` holds, read
+/// through the label's view (so under the table's and columns' current names).
+pub fn read_carried(db: &Connection, label: &str, resource: &str) -> Result<Option<u64>> {
+    let missing = |why: String| {
         fail(format!(
-            "fencing: carrier_missing: resource {resource:?}: part of its mark is carried by table {carrier}, which \
-             is no longer protected (dropped?); run SELECT fencing_unprotect('{}') to keep the mark as last written",
-            carrier.replace('\'', "''")
+            "fencing: carrier_missing: resource {resource:?}: part of its mark is carried by the rows of the table \
+             protected as {label}, which cannot be read ({why}); if the table was dropped, \
+             SELECT fencing_unprotect('{}', 'reason') keeps the mark as last written to fencing_fences and records \
+             the loss; if it was renamed with legacy_alter_table on, rename it back",
+            label.replace('\'', "''")
         ))
     };
-    let Some((res, tok, _)) = registered(db, carrier)? else { return Err(missing()) };
-    let sql = format!("SELECT {} FROM {} WHERE {} = ?1", ident(&tok), ident(carrier), ident(&res));
-    let mut stmt = db.prepare_cached(&sql).map_err(|_| missing())?;
-    let value: Option<rusqlite::types::Value> = stmt.query_row([resource], |r| r.get(0)).optional()?;
+    let sql = format!("SELECT token FROM main.{} WHERE resource = ?1", ident(&carried_view(label)));
+    let mut stmt = db.prepare(&sql).map_err(|e| missing(e.to_string()))?;
+    let value: Option<rusqlite::types::Value> =
+        stmt.query_row([resource], |r| r.get(0)).optional().map_err(|e| missing(e.to_string()))?;
     match value {
         None | Some(rusqlite::types::Value::Null) => Ok(None),
-        Some(rusqlite::types::Value::Integer(v)) => carried_value(carrier, resource, Some(v)),
+        Some(rusqlite::types::Value::Integer(v)) => carried_value(label, resource, Some(v)),
         Some(other) => Err(fail(format!(
-            "fencing: guard_failure: table {carrier}, resource {resource:?}: the carrier row's token is {:?}, not an integer",
+            "fencing: guard_failure: table {label}, resource {resource:?}: the carrier row's token is {:?}, not an integer",
             other.data_type()
         ))),
     }
@@ -96,7 +115,7 @@ pub fn read_carried(db: &Connection, carrier: &str, resource: &str) -> Result<Op
 
 /// The stored fence row of `resource`.
 pub fn stored(db: &Connection, resource: &str) -> Result<Option<Stored>> {
-    db.prepare_cached("SELECT lock, high_water, sequence, carrier FROM fencing_fences WHERE resource = ?1")?
+    db.prepare("SELECT lock, high_water, sequence, carrier FROM main.fencing_fences WHERE resource = ?1")?
         .query_row([resource], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Option<i64>>(2)?, r.get(3)?))
         })
@@ -123,57 +142,38 @@ pub fn current(db: &Connection, resource: &str) -> Result<Option<Fence>> {
     Ok(Some(mark(&s.lock, s.high_water, s.sequence, carried)))
 }
 
-/// Can `table`'s rows carry their fences? Only when nothing but its own
-/// triggers can remove a resource's row: `resource` is the table's whole key
-/// and no other unique index exists.
-pub fn can_hold_fence_in_row(db: &Connection, table: &str, resource: &str) -> Result<bool> {
-    let mut pk: Vec<(String, String)> = Vec::new();
-    let mut stmt = db.prepare("SELECT name, upper(type) FROM pragma_table_info(?1) WHERE pk > 0")?;
-    for row in stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))? {
-        pk.push(row?);
-    }
-    // `pragma_table_list` is SQLite 3.37+; an older SQLite keeps every fence in `fencing_fences`.
-    let without_rowid: bool = db
-        .query_row("SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1", [table], |r| r.get(0))
-        .unwrap_or(false);
-    // A rowid table whose key is not the rowid itself (`INTEGER PRIMARY KEY
-    // DESC`, `INT PRIMARY KEY`) has a key index beside the rowid, and REPLACE
-    // on the rowid could remove a row behind the triggers.
-    let key_index: bool =
-        db.query_row("SELECT count(*) > 0 FROM pragma_index_list(?1) WHERE origin = 'pk'", [table], |r| r.get(0))?;
-    let key_is_resource = match pk.as_slice() {
-        [(name, ty)] => name == resource && (without_rowid || (ty == "INTEGER" && !key_index)),
-        _ => false,
-    };
-    let other_unique: i64 =
-        db.query_row("SELECT count(*) FROM pragma_index_list(?1) WHERE \"unique\" AND origin != 'pk'", [table], |r| {
-            r.get(0)
-        })?;
-    Ok(key_is_resource && other_unique == 0)
+/// The number of fence rows whose carrier is `label`.
+pub fn carried_count(db: &Connection, label: &str) -> Result<usize> {
+    db.query_row("SELECT count(*) FROM main.fencing_fences WHERE carrier = ?1", [label], |r| r.get(0))
 }
 
-/// Folds what `table`'s rows carry into the fence rows that name it and
-/// clears those carriers; `exists`: the table is still there (if not, the
-/// carriers are cleared and the marks stay as last written). Returns the
-/// number of fence rows changed.
-pub fn fold(db: &Connection, table: &str, exists: bool) -> Result<usize> {
-    let Some((res, tok, _)) = registered(db, table)?.filter(|_| exists) else {
-        return db.execute("UPDATE fencing_fences SET carrier = NULL WHERE carrier = ?1", [table]);
-    };
+/// Folds what the rows of the table protected as `label` carry into the
+/// fence rows that name it and clears those carriers; the marks stay what
+/// they were. Returns the number of fence rows changed.
+pub fn fold(db: &Connection, label: &str) -> Result<usize> {
+    if carried_count(db, label)? == 0 {
+        // Nothing to fold (a table that keeps its marks in fencing_fences has no view).
+        return Ok(0);
+    }
     let carried = format!(
-        "(SELECT {tok} FROM {t} WHERE {res} = fencing_fences.resource AND typeof({tok}) = 'integer' AND {tok} >= 0)",
-        tok = ident(&tok),
-        t = ident(table),
-        res = ident(&res),
+        "(SELECT v.token FROM main.{view} AS v WHERE v.resource = fencing_fences.resource \
+         AND typeof(v.token) = 'integer' AND v.token >= 0)",
+        view = ident(&carried_view(label)),
     );
     db.execute(
         &format!(
-            "UPDATE fencing_fences SET \
+            "UPDATE main.fencing_fences SET \
              sequence = CASE WHEN coalesce({carried}, -1) > fencing_fences.high_water THEN NULL ELSE fencing_fences.sequence END, \
              high_water = max(fencing_fences.high_water, coalesce({carried}, -1)), \
              carrier = NULL \
              WHERE carrier = ?1"
         ),
-        params![table],
+        params![label],
     )
+}
+
+/// Clears the carriers naming `label` whose table is gone: the marks stay as
+/// last written to `fencing_fences` (the caller records the loss).
+pub fn forget_carrier(db: &Connection, label: &str) -> Result<usize> {
+    db.execute("UPDATE main.fencing_fences SET carrier = NULL WHERE carrier = ?1", [label])
 }

@@ -15,29 +15,41 @@
 //!   a plugin a connection chose; a call's failure becomes a refusal.
 //! - `session.rs`: what a connection presents when a row does not carry it
 //!   (`fencing_present`), and the connection's plugin.
-//! - `args.rs`: what comes in from SQL, checked once (tokens by the
-//!   runtime's signed 64-bit rule, text, policies), identifiers and literals
-//!   quoted, and the error that fails a statement.
-//! - `answer.rs`: the JSON of a decision and its evidence.
-//! - `functions.rs`: the SQL functions the application calls.
+//! - `args.rs`: what comes in from SQL, checked once by
+//!   `fencing_runtime::accept` (names, policies, tokens as signed 64-bit,
+//!   proofs), identifiers and literals quoted, and the error that fails a
+//!   statement.
+//! - `answer.rs`: the JSON of a decision and its evidence, and of a fence.
+//! - `functions.rs`: the SQL functions, their flags, and what loading sets.
 //! - `signed.rs`: signed tokens: the connection's verifier keys and the signed decision.
 //! - `check_row.rs`: the triggers' decision of one row, and the admitted
 //!   fence it hands to the trigger's body.
+//! - `fences.rs`: the fence table and the guards that keep every mark.
 //! - `fence_in_row.rs`: where a resource's mark lives: its fence row, raised
 //!   by the token a protected row carries (fence in row), and the invariants
 //!   that keep the two equal to the last admission.
-//! - `protect.rs`: `fencing_protect`/`fencing_unprotect`: the fence table
-//!   and the triggers, generated from validated identifiers.
+//! - `schema.rs`: what a protected table must look like, and the unique keys
+//!   its triggers watch (the fence named by the key as the table compares it).
+//! - `triggers.rs`: the SQL of a protected table's triggers and view.
+//! - `protect.rs`: `fencing_protect`/`fencing_unprotect`.
+//! - `reset.rs`: the operator's recorded reset.
+//! - `seal.rs`: `fencing_seal`, the authorizer of a connection that runs
+//!   others' SQL.
 
 mod answer;
 mod args;
 mod check_row;
 mod fence_in_row;
+mod fences;
 mod functions;
 mod guard;
 mod protect;
+mod reset;
+mod schema;
+mod seal;
 mod session;
 mod signed;
+mod triggers;
 
 use rusqlite::{Connection, ffi};
 use std::os::raw::{c_char, c_int};

@@ -1,140 +1,29 @@
-//! `fencing_protect` and `fencing_unprotect`: the fence table and the
-//! triggers that decide every write of a protected table.
+//! `fencing_protect` and `fencing_unprotect`: a table's protection, given and
+//! taken, without losing a mark.
 //!
-//! Each protected table gets `BEFORE INSERT`, `BEFORE UPDATE` and `BEFORE
-//! DELETE` row triggers. A trigger's `WHEN` asks `fencing_check_row` about
-//! the row against its resource's mark (the row of `fencing_fences`, raised
-//! by a carrier row: `fence_in_row.rs`); a refusal fails the statement, so SQLite
-//! undoes every row the statement had changed and no fence moves. An
-//! admission whose row does not carry the new mark runs the trigger's body:
-//! an upsert of the fence row to the presented lock, token and sequence (the
-//! admission's fence).
+//! - `fencing_protect(table, ..)` checks the table (`schema.rs`), writes its
+//!   registration, triggers and (when its rows carry their marks) view
+//!   (`triggers.rs`). Protecting again keeps the marks: what the rows carry
+//!   is folded into `fencing_fences` first. A table renamed while protected
+//!   keeps working under its old registration; protecting it again under its
+//!   new name moves the registration (folding its marks on the way).
+//! - `fencing_unprotect(table)` folds the carried marks into `fencing_fences`
+//!   and drops the triggers; the fences stay. For a table dropped while
+//!   protected, the marks its rows carried are gone: unprotecting it then
+//!   needs a reason (`fencing_unprotect(table, reason)`), keeps the marks as
+//!   last written to `fencing_fences`, and records the loss as a reset.
 //!
-//! What a row presents:
-//! - token: INSERT: the token column, else `fencing_present`'s token;
-//!   UPDATE: the token column when the UPDATE changes it, else the presented
-//!   token (a trigger cannot see whether the SET list named the column, so an
-//!   unchanged token column is never taken as presented: a stale writer must
-//!   not inherit the current holder's token); DELETE: the presented token;
-//! - lock: the presented lock, else the lock column, else the resource;
-//! - sequence: like the token, from the sequence column or the presented one.
-//!
-//! Identifiers are checked against the schema and quoted, so no argument
-//! reaches the generated SQL unquoted.
+//! Every statement runs in one savepoint: all of it happens, or none.
 
-use crate::args::{fail, ident, literal, policy, text};
-use crate::fence_in_row;
+use crate::args::{fail, ident, policy, text};
+use crate::fence_in_row::{self, carried_count, exists, fold, table_of};
+use crate::fences::FENCES;
+use crate::reset::{self, RESETS};
+use crate::schema;
+use crate::session::{Resetting, Session};
+use crate::triggers::{Columns, drop_sql};
 use rusqlite::functions::Context;
 use rusqlite::{Connection, OptionalExtension, Result};
-
-const FENCES: &str = r#"
-CREATE TABLE IF NOT EXISTS fencing_fences (
-    resource   TEXT PRIMARY KEY NOT NULL,
-    lock       TEXT NOT NULL,
-    high_water INTEGER NOT NULL,
-    sequence   INTEGER,
-    carrier    TEXT
-) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS fencing_fences_forward BEFORE UPDATE ON fencing_fences
-    WHEN NEW.high_water < OLD.high_water OR NEW.resource IS NOT OLD.resource
-BEGIN
-    SELECT RAISE(ABORT, 'fencing: a fence never moves backwards or to another resource');
-END;
-CREATE TRIGGER IF NOT EXISTS fencing_fences_kept BEFORE DELETE ON fencing_fences
-BEGIN
-    SELECT RAISE(ABORT, 'fencing: fences are kept; drop the trigger fencing_fences_kept to reset one on purpose');
-END;
-"#;
-
-fn trigger_names(table: &str) -> [String; 4] {
-    ["insert", "update", "delete", "resource"].map(|op| ident(&format!("fencing_{table}_{op}")))
-}
-
-/// The columns a protection uses, checked to exist.
-struct Columns {
-    resource: String,
-    token: String,
-    lock: Option<String>,
-    sequence: Option<String>,
-}
-
-impl Columns {
-    /// `row."col"` for `row` NEW or OLD.
-    fn at(row: &str, col: &str) -> String {
-        format!("{row}.{}", ident(col))
-    }
-
-    fn resource(&self, row: &str) -> String {
-        format!("CAST({} AS TEXT)", Self::at(row, &self.resource))
-    }
-
-    /// The lock column's value; NULL (the presented lock, else the resource) without one.
-    fn lock(&self, row: &str) -> String {
-        self.lock.as_deref().map_or_else(|| "NULL".to_string(), |l| Self::at(row, l))
-    }
-
-    /// The column's value when this write sets it; NULL (the presented value) otherwise.
-    fn presented(op: &str, column: Option<&str>) -> String {
-        match (op, column) {
-            ("insert", Some(c)) => Self::at("NEW", c),
-            ("update", Some(c)) => {
-                let (new, old) = (Self::at("NEW", c), Self::at("OLD", c));
-                format!("CASE WHEN {new} IS NOT {old} THEN {new} END")
-            }
-            _ => "NULL".to_string(),
-        }
-    }
-
-    /// The token this table's row for the resource holds before the write.
-    fn carried(&self, table: &str, op: &str) -> String {
-        match op {
-            // An INSERT (or its REPLACE) meets the row it replaces, if any.
-            "insert" => format!(
-                "(SELECT {tok} FROM {on} WHERE {res} = NEW.{res})",
-                tok = ident(&self.token),
-                on = ident(table),
-                res = ident(&self.resource)
-            ),
-            _ => Self::at("OLD", &self.token),
-        }
-    }
-
-    /// The trigger of one operation; `in_row`: the table's rows carry their fences.
-    ///
-    /// The check is the trigger's `WHEN`: it fails the statement on a
-    /// refusal, and is true when the fence row must be written, so a write
-    /// whose row carries the new mark runs no statement of its own. The
-    /// aggregate reads the fence row in one lookup and yields one row (of
-    /// NULLs) when there is none.
-    fn trigger(&self, table: &str, op: &str, policy: &str, in_row: bool) -> String {
-        let row = if op == "delete" { "OLD" } else { "NEW" };
-        let resource = self.resource(row);
-        let lock = self.lock(row);
-        let token = Self::presented(op, Some(&self.token));
-        let sequence = Self::presented(op, self.sequence.as_deref());
-        let (carried, row_token) = match (in_row, op) {
-            (true, "delete") => (self.carried(table, op), "NULL".to_string()),
-            (true, _) => (self.carried(table, op), Self::at("NEW", &self.token)),
-            (false, _) => ("NULL".to_string(), "NULL".to_string()),
-        };
-        let (name, t) = (ident(&format!("fencing_{table}_{op}")), literal(table));
-        format!(
-            "CREATE TRIGGER {name} BEFORE {kind} ON {on} FOR EACH ROW\n\
-             WHEN coalesce((SELECT fencing_check_row({t}, {resource}, {lock}, {token}, {sequence}, {policy}, \
-             f.lock, f.high_water, f.sequence, f.carrier, {carried}, {row_token}) FROM fencing_fences f WHERE f.resource = {resource}), \
-             fencing_check_row({t}, {resource}, {lock}, {token}, {sequence}, {policy}, NULL, NULL, NULL, NULL, NULL, {row_token})) > 0 BEGIN\n\
-             INSERT INTO fencing_fences(resource, lock, high_water, sequence, carrier)\n\
-             VALUES ({resource}, fencing_pending({resource}, 'lock'), fencing_pending({resource}, 'high_water'), \
-             fencing_pending({resource}, 'sequence'), CASE fencing_pending({resource}, 'carrier') WHEN 2 THEN {t} END)\n\
-             ON CONFLICT(resource) DO UPDATE SET lock = excluded.lock, high_water = excluded.high_water, \
-             sequence = excluded.sequence, carrier = excluded.carrier;\n\
-             END;\n",
-            kind = op.to_uppercase(),
-            on = ident(table),
-            policy = literal(policy),
-        )
-    }
-}
 
 /// `fencing_protect(table, resource_column, token_column [, lock_column [, sequence_column [, policy]]])`.
 pub fn protect(ctx: &Context<'_>) -> Result<String> {
@@ -158,11 +47,12 @@ pub fn protect(ctx: &Context<'_>) -> Result<String> {
     if table.starts_with("fencing_") {
         return Err(fail("fencing_protect: tables named fencing_* belong to the extension"));
     }
-    let mut stmt = db.prepare("SELECT name FROM pragma_table_info(?1)")?;
-    let names: Vec<String> = stmt.query_map([&table], |r| r.get(0))?.collect::<Result<_>>()?;
-    let column = |i: usize, what: &str, required: bool| -> Result<Option<String>> {
+    let names: Vec<String> = db
+        .prepare("SELECT name FROM pragma_table_info(?1, 'main')")?
+        .query_map([&table], |r| r.get(0))?
+        .collect::<Result<_>>()?;
+    let column = |i: usize, what: &str| -> Result<Option<String>> {
         match arg(i, what)? {
-            None if required => Err(fail(format!("fencing_protect: {what} is NULL"))),
             None => Ok(None),
             Some(c) => match names.iter().find(|n| n.eq_ignore_ascii_case(&c)) {
                 Some(n) => Ok(Some(n.clone())),
@@ -170,47 +60,41 @@ pub fn protect(ctx: &Context<'_>) -> Result<String> {
             },
         }
     };
-    let cols = Columns {
-        resource: column(1, "resource_column", true)?.expect("required"),
-        token: column(2, "token_column", true)?.expect("required"),
-        lock: column(3, "lock_column", false)?,
-        sequence: column(4, "sequence_column", false)?,
+    let required = |i: usize, what: &str| -> Result<String> {
+        column(i, what)?.ok_or_else(|| fail(format!("fencing_protect: {what} is NULL")))
     };
-    let in_row = in_savepoint(&db, "fencing_protect", || {
+    let cols = Columns {
+        resource: required(1, "resource_column")?,
+        token: required(2, "token_column")?,
+        lock: column(3, "lock_column")?,
+        sequence: column(4, "sequence_column")?,
+    };
+    let shape = schema::shape(&db, &table, &cols.resource)?;
+    if shape.in_row {
+        let view = crate::triggers::carried_view(&table);
+        if let Some((name, kind)) = schema_entry(&db, &view)?.filter(|(_, kind)| kind != "view") {
+            return Err(fail(format!(
+                "fencing_protect: {table}'s rows carry their marks, read through the extension's view {view}, but \
+                 main.{name} is a {kind} of its own: rename or drop it, then protect {table}"
+            )));
+        }
+    }
+    in_savepoint(&db, "fencing_protect", || {
         ensure_tables(&db)?;
-        if fence_in_row::registered(&db, &table)?.is_some() {
-            if schema_entry(&db, &format!("fencing_{table}_insert"))?.is_none() {
-                return Err(fail(format!(
-                    "fencing_protect: {table} was protected and has lost its triggers (dropped and created again?), \
-                     so the tokens its rows carried are gone; run SELECT fencing_unprotect('{}') to keep its \
-                     resources' marks as last written, then protect it again",
-                    table.replace('\'', "''")
-                )));
-            }
-            fence_in_row::fold(&db, &table, true)?;
-        }
-        let in_row = fence_in_row::can_hold_fence_in_row(&db, &table, &cols.resource)?;
+        take_over(&db, &table)?;
         db.execute(
-            "INSERT OR REPLACE INTO fencing_protected(tbl, resource_column, token_column, fence_in_row) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![table, cols.resource, cols.token, in_row],
+            "INSERT OR REPLACE INTO main.fencing_protected(tbl, resource_column, token_column, fence_in_row) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![table, cols.resource, cols.token, shape.in_row],
         )?;
-        let mut sql = String::new();
-        for name in trigger_names(&table) {
-            sql.push_str(&format!("DROP TRIGGER IF EXISTS {name};\n"));
-        }
+        let mut sql = drop_sql(&table);
         for op in ["insert", "update", "delete"] {
-            sql.push_str(&cols.trigger(&table, op, policy.name(), in_row));
+            sql.push_str(&cols.trigger(&table, &table, op, policy.name(), &shape));
         }
-        sql.push_str(&format!(
-            "CREATE TRIGGER {name} BEFORE UPDATE OF {col} ON {on} FOR EACH ROW WHEN NEW.{col} IS NOT OLD.{col} BEGIN\n\
-             SELECT RAISE(ABORT, 'fencing: the resource column of a protected table cannot change; delete the row and insert it anew');\n\
-             END;\n",
-            name = ident(&format!("fencing_{table}_resource")),
-            col = ident(&cols.resource),
-            on = ident(&table),
-        ));
-        db.execute_batch(&sql)?;
-        Ok(in_row)
+        sql.push_str(&cols.resource_trigger(&table, &table));
+        if shape.in_row {
+            sql.push_str(&cols.carried_view(&table, &table));
+        }
+        db.execute_batch(&sql)
     })?;
     Ok(format!(
         "protected {table}: resource {}, token {}, lock {}, sequence {}, policy {}, marks {}",
@@ -219,39 +103,136 @@ pub fn protect(ctx: &Context<'_>) -> Result<String> {
         cols.lock.as_deref().unwrap_or("(the resource)"),
         cols.sequence.as_deref().unwrap_or("(none)"),
         policy.name(),
-        if in_row { "in the rows (fence in row)" } else { "in fencing_fences" }
+        if shape.in_row { "in the rows (fence in row)" } else { "in fencing_fences" }
     ))
 }
 
-/// `fencing_unprotect(table)`: folds what the table's rows carry into the
-/// fences and drops the triggers; the fences stay, so protecting the table
-/// again continues from the same marks. Works for a table that was dropped
-/// while protected: its carried tokens are gone, and the marks stay as last
-/// written to `fencing_fences`.
-pub fn unprotect(ctx: &Context<'_>) -> Result<String> {
-    let table = text(ctx, 0, "table")?.ok_or_else(|| fail("fencing_unprotect: table is NULL"))?;
+/// Before `table` is (re-)protected under its own name: folds the marks of
+/// every registration whose triggers sit on it (itself, or the name it had
+/// before a rename) and removes those registrations; refuses when the
+/// registration under its name belongs to another table or lost its table.
+fn take_over(db: &Connection, table: &str) -> Result<()> {
+    if let Some(label) = registered_label(db, table)? {
+        match table_of(db, &label)? {
+            Some(on) if on.eq_ignore_ascii_case(table) => {}
+            Some(on) => {
+                return Err(fail(format!(
+                    "fencing_protect: the protection registered as {label} is on table {on} now (renamed); protect \
+                     {on} again under its name first (SELECT fencing_protect('{}', ..)), then {table}",
+                    on.replace('\'', "''")
+                )));
+            }
+            None if carried_count(db, &label)? > 0 => {
+                return Err(fail(format!(
+                    "fencing_protect: {table} was protected and has lost its triggers (dropped and created again?), so \
+                     the tokens its rows carried are gone; SELECT fencing_unprotect('{}', 'reason') keeps its \
+                     resources' marks as last written and records the loss, then protect it again",
+                    table.replace('\'', "''")
+                )));
+            }
+            None => forget(db, &label)?,
+        }
+    }
+    for label in labels_on(db, table)? {
+        fold(db, &label)?;
+        forget(db, &label)?;
+    }
+    Ok(())
+}
+
+/// Removes a registration, its triggers and its view.
+fn forget(db: &Connection, label: &str) -> Result<()> {
+    db.execute("DELETE FROM main.fencing_protected WHERE tbl = ?1", [label])?;
+    db.execute_batch(&drop_sql(label))
+}
+
+/// The labels whose triggers sit on `table`.
+fn labels_on(db: &Connection, table: &str) -> Result<Vec<String>> {
+    if !exists(db, "fencing_protected")? {
+        return Ok(Vec::new());
+    }
+    db.prepare(
+        "SELECT p.tbl FROM main.fencing_protected AS p JOIN main.sqlite_schema AS s \
+         ON s.type = 'trigger' AND s.name = 'fencing_' || p.tbl || '_insert' WHERE s.tbl_name = ?1 COLLATE NOCASE",
+    )?
+    .query_map([table], |r| r.get(0))?
+    .collect()
+}
+
+/// The registered label spelled like `table`, without regard to case.
+fn registered_label(db: &Connection, table: &str) -> Result<Option<String>> {
+    if !exists(db, "fencing_protected")? {
+        return Ok(None);
+    }
+    db.query_row("SELECT tbl FROM main.fencing_protected WHERE tbl = ?1 COLLATE NOCASE", [table], |r| r.get(0))
+        .optional()
+}
+
+/// `fencing_unprotect(table [, reason])`: folds what the table's rows carry
+/// into the fences and drops the triggers; the fences stay, so protecting the
+/// table again continues from the same marks. `table` is the table's current
+/// name or the name it was protected under. For a table dropped while
+/// protected whose rows carried marks, `reason` is required: the marks stay
+/// as last written to `fencing_fences`, and each is recorded as a reset.
+pub fn unprotect(ctx: &Context<'_>, s: &Session) -> Result<String> {
+    if !(1..=2).contains(&ctx.len()) {
+        return Err(fail("fencing_unprotect(table [, reason]) takes 1 or 2 arguments"));
+    }
+    let named = text(ctx, 0, "table")?.ok_or_else(|| fail("fencing_unprotect: table is NULL"))?;
+    let reason = if ctx.len() > 1 { text(ctx, 1, "reason")? } else { None };
     // SAFETY: as in `protect`.
     let db = unsafe { ctx.get_connection()? };
-    let exists = schema_entry(&db, &table)?;
-    let table = match (&exists, registered_name(&db, &table)?) {
-        (_, Some(registered)) => registered,
-        (Some((name, _)), None) => name.clone(),
-        (None, None) => table,
+    let label = match labels_on(&db, &named)?.into_iter().next() {
+        Some(label) => label,
+        None => match registered_label(&db, &named)? {
+            Some(label) => label,
+            None => return Ok(format!("{named} is not protected")),
+        },
     };
-    let folded = in_savepoint(&db, "fencing_unprotect", || {
+    let table = table_of(&db, &label)?;
+    if let Some(on) = table.as_ref().filter(|on| !on.eq_ignore_ascii_case(&named))
+        && schema_entry(&db, &named)?.is_some()
+    {
+        // `named` is another table now: the protection of that name moved with a rename.
+        return Err(fail(format!(
+            "fencing_unprotect: {named} is not protected; the protection registered under that name is on table \
+             {on} now (renamed): SELECT fencing_unprotect('{}') unprotects that one",
+            on.replace('\'', "''")
+        )));
+    }
+    let out = in_savepoint(&db, "fencing_unprotect", || {
         ensure_tables(&db)?;
-        let folded = fence_in_row::fold(&db, &table, exists.is_some())?;
-        db.execute("DELETE FROM fencing_protected WHERE tbl = ?1", [&table])?;
-        let sql: String = trigger_names(&table).iter().map(|n| format!("DROP TRIGGER IF EXISTS {n};\n")).collect();
-        db.execute_batch(&sql)?;
+        let folded = match &table {
+            Some(_) => fold(&db, &label)?,
+            None => {
+                let lost = carried_count(&db, &label)?;
+                if lost > 0 {
+                    let reason = reset::reason(reason.as_deref()).map_err(|why| {
+                        fail(format!(
+                            "fencing_unprotect: {label} was dropped while protected, and the tokens its rows carried \
+                             for {lost} resources are gone; SELECT fencing_unprotect('{}', 'reason') keeps their marks as \
+                             last written to fencing_fences (lower than they were) and records the loss ({why})",
+                            label.replace('\'', "''")
+                        ))
+                    })?;
+                    s.resetting(Resetting::CarrierLost(label.clone()), || {
+                        reset::record_carrier_lost(&db, &label, &reason)?;
+                        fence_in_row::forget_carrier(&db, &label)
+                    })?
+                } else {
+                    0
+                }
+            }
+        };
+        forget(&db, &label)?;
         Ok(folded)
     })?;
-    Ok(match (exists, folded) {
-        (Some(_), 0) => format!("unprotected {table}"),
-        (Some(_), n) => format!("unprotected {table}: {n} marks its rows carried moved into fencing_fences"),
-        (None, n) => {
-            format!("unprotected {table} (no longer exists): {n} marks stay as last written to fencing_fences")
-        }
+    Ok(match (table, out) {
+        (Some(t), 0) => format!("unprotected {t}"),
+        (Some(t), n) => format!("unprotected {t}: {n} marks its rows carried moved into fencing_fences"),
+        (None, n) => format!(
+            "unprotected {label} (no longer exists): {n} marks stay as last written to fencing_fences (recorded in fencing_resets)"
+        ),
     })
 }
 
@@ -263,32 +244,35 @@ fn schema_entry(db: &Connection, name: &str) -> Result<Option<(String, String)>>
     .optional()
 }
 
-/// The registered spelling of a protected table's name.
-fn registered_name(db: &Connection, table: &str) -> Result<Option<String>> {
-    let exists: bool =
-        db.query_row("SELECT count(*) > 0 FROM main.sqlite_schema WHERE name = 'fencing_protected'", [], |r| r.get(0))?;
-    if !exists {
-        return Ok(None);
+/// The fence table, the registry of protected tables and the reset records,
+/// with their current guards. Refuses to create `fencing_fences` afresh while
+/// tables are registered as protected: their marks were in the one that is
+/// gone (dropped, or renamed), and a new empty one would forget them.
+pub fn ensure_tables(db: &Connection) -> Result<()> {
+    if !exists(db, "fencing_fences")? && exists(db, "fencing_protected")? {
+        let n: i64 = db.query_row("SELECT count(*) FROM main.fencing_protected", [], |r| r.get(0))?;
+        if n > 0 {
+            return Err(fail(format!(
+                "fencing: fencing_fences is missing while {n} tables are registered as protected: their marks were in \
+                 it; restore it (ALTER TABLE .. RENAME TO fencing_fences, or from a backup) before protecting or resetting"
+            )));
+        }
     }
-    db.query_row("SELECT tbl FROM fencing_protected WHERE tbl = ?1 COLLATE NOCASE", [table], |r| r.get(0)).optional()
-}
-
-/// The fence table and the registry of protected tables.
-fn ensure_tables(db: &Connection) -> Result<()> {
     db.execute_batch(FENCES)?;
-    db.execute_batch(fence_in_row::REGISTRY)
+    db.execute_batch(fence_in_row::REGISTRY)?;
+    db.execute_batch(RESETS)
 }
 
 /// Runs `f` inside a savepoint: all of it happens, or none of it.
-fn in_savepoint<T>(db: &Connection, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    db.execute_batch(&format!("SAVEPOINT {name}"))?;
+pub fn in_savepoint<T>(db: &Connection, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    db.execute_batch(&format!("SAVEPOINT {}", ident(name)))?;
     match f() {
         Ok(v) => {
-            db.execute_batch(&format!("RELEASE {name}"))?;
+            db.execute_batch(&format!("RELEASE {}", ident(name)))?;
             Ok(v)
         }
         Err(e) => {
-            let _ = db.execute_batch(&format!("ROLLBACK TO {name}; RELEASE {name}"));
+            let _ = db.execute_batch(&format!("ROLLBACK TO {n}; RELEASE {n}", n = ident(name)));
             Err(e)
         }
     }

@@ -1,9 +1,12 @@
-//! Per-connection state: what the connection presents for rows that do not
-//! carry it, and the plugin it decides with.
+//! Per-connection state: what the connection presents when a row does not
+//! carry it, the plugin it decides with, its verifier keys, the admission a
+//! trigger's body is about to write, an operator's reset in progress, and
+//! whether the connection is sealed.
 //!
 //! The state is created when the extension is loaded into a connection and
-//! shared only by that connection's functions; SQLite runs a connection's
-//! statements one at a time, so the mutex is never contended.
+//! shared only by that connection's functions (and its authorizer, once
+//! sealed); SQLite runs a connection's statements one at a time, so the
+//! mutex is never contended.
 
 use crate::guard::Decider;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,6 +50,17 @@ pub struct Pending {
     pub write: FenceRowWrite,
 }
 
+/// An operator's change of fences in progress on this connection, which the
+/// fence table's guards let through: `fencing_reset` of one resource, or
+/// `fencing_unprotect` acknowledging the marks a dropped table carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resetting {
+    /// `fencing_reset(resource, ..)`: its fence row may be deleted or re-bound.
+    Resource(String),
+    /// The fence rows naming this carrier may drop it (their carried tokens are gone).
+    CarrierLost(String),
+}
+
 #[derive(Default)]
 pub struct State {
     pub presented: Presented,
@@ -59,6 +73,13 @@ pub struct State {
     pub verifier: Option<Arc<fencing_runtime::Verifier>>,
     /// The proof `fencing_present_proof` set, for protected rows.
     pub proof: Option<Vec<u8>>,
+    /// Set only while `fencing_reset` or `fencing_unprotect` runs its statements.
+    pub resetting: Option<Resetting>,
+    /// `fencing_seal()` was called: the names of the tables whose triggers
+    /// this connection's authorizer keeps (`seal.rs`).
+    pub sealed: Option<Vec<String>>,
+    /// The handle on this state leaked to SQLite as the authorizer's data (a pointer), once sealed.
+    pub authorizer_data: Option<usize>,
 }
 
 /// A connection's state, cloned into each of its functions.
@@ -69,5 +90,24 @@ impl Session {
     pub fn lock(&self) -> MutexGuard<'_, State> {
         // A panic cannot leave the state half-written (every write is one assignment).
         self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` with `resetting` set, and clears it afterwards whatever `f` returns.
+    pub fn resetting<T>(&self, what: Resetting, f: impl FnOnce() -> T) -> T {
+        /// Clears the flag when dropped, so an early return or a panic cannot leave it set.
+        struct Clear<'a>(&'a Session);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                self.0.lock().resetting = None;
+            }
+        }
+        self.lock().resetting = Some(what);
+        let _clear = Clear(self);
+        f()
+    }
+
+    /// A new handle on the same state, for a pointer leaked to SQLite.
+    pub fn leak(&self) -> *const Mutex<State> {
+        Arc::into_raw(Arc::clone(&self.0))
     }
 }

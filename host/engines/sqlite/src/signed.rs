@@ -12,7 +12,7 @@
 //! `proof_bad`).
 
 use crate::answer::decision_json;
-use crate::args::{fail, fence_lock_token, policy, text, unsigned};
+use crate::args::{fail, fence_lock_token, policy_arg, text, unsigned};
 use crate::session::Session;
 use fencing_runtime::proof::{ProofRejection, SignedRejection, VerifierKey};
 use fencing_runtime::{Sequencer, Verifier, accept, key_text};
@@ -21,8 +21,9 @@ use rusqlite::functions::Context;
 use rusqlite::types::ValueRef;
 use std::sync::Arc;
 
-/// Longest proof taken (a proof is 37 or 69 bytes).
-const MAX_PROOF: usize = 4096;
+/// Longest proof taken as a blob: as many bytes as the longest hex text
+/// `accept::proof` takes holds (a proof is 37 or 69 bytes).
+const MAX_PROOF: usize = accept::MAX_PROOF_HEX / 2;
 
 /// `fencing_set_keys(id, algorithm, key [, id, algorithm, key ...])`: the
 /// number of keys installed; `fencing_set_keys(NULL)`: 0, none.
@@ -57,7 +58,7 @@ pub fn set_keys(ctx: &Context<'_>, s: &Session) -> Result<i64> {
 pub fn present_proof(ctx: &Context<'_>, s: &Session) -> Result<i64> {
     let proof = bytes(ctx, 0, "proof")?;
     if let Some(p) = proof.as_ref().filter(|p| p.len() > MAX_PROOF) {
-        return Err(fail(format!("fencing: proof is {} bytes, more than {MAX_PROOF}", p.len())));
+        return Err(fail(format!("fencing: proof is {} bytes, more than {MAX_PROOF} (proof_too_long)", p.len())));
     }
     let n = proof.as_ref().map_or(0, Vec::len) as i64;
     s.lock().proof = proof;
@@ -75,9 +76,9 @@ pub fn admit_signed(ctx: &Context<'_>, s: &Session) -> Result<String> {
     let sequence = unsigned(ctx, 5, "sequence")?;
     let proof = bytes(ctx, 6, "proof")?.unwrap_or_default();
     if proof.len() > MAX_PROOF {
-        return Err(fail(format!("fencing: proof is {} bytes, more than {MAX_PROOF}", proof.len())));
+        return Err(fail(format!("fencing: proof is {} bytes, more than {MAX_PROOF} (proof_too_long)", proof.len())));
     }
-    let policy = policy(if ctx.len() > 7 { text(ctx, 7, "policy")? } else { None }.as_deref())?;
+    let policy = policy_arg(ctx, 7)?;
     let (decider, verifier) = {
         let state = s.lock();
         (state.plugin.clone(), state.verifier.clone())

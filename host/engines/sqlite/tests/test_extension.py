@@ -4,6 +4,13 @@ Run with a Python whose sqlite3 can load extensions (Debian's
 /usr/bin/python3): scripts/test-sqlite does. Environment:
   FENCING_SQLITE_EXT        the built library (without or with .so)
   FENCING_MISBEHAVING_WASM  the misbehaving test plugin (loop/trap/hog lock names)
+  FENCING_RANDOM_VECTORS    random decision vectors to run with the shared ones
+
+This module holds the decisions, the triggers and copies; the others, run
+with it: test_arguments.py (the shared argument vectors), test_keys.py (the
+fence named by the key as the table compares it, REPLACE's deletions),
+test_names.py (names the triggers read, renames, the fence table's guards),
+test_operators.py (resets, the seal, and what the operator denies).
 """
 
 from __future__ import annotations
@@ -16,22 +23,14 @@ import tempfile
 import unittest
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[4]
-EXT = os.environ.get("FENCING_SQLITE_EXT", str(ROOT / "host/engines/sqlite/target/release/libfencing_sqlite"))
-I64_MAX = (1 << 63) - 1
-
-
-def connect(path: str = ":memory:") -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None)
-    db.enable_load_extension(True)
-    db.load_extension(EXT)
-    db.enable_load_extension(False)
-    return db
+from harness import EXT, I64_MAX, ROOT, connect, mark, stored
 
 
 def admit(db, fence, lock, token, sequence, policy):
-    """The SQL function's decision, in the vectors' vocabulary."""
+    """The SQL function's decision, in the vectors' vocabulary (whose policy
+    names are JSON's snake_case; SQL takes the contract's spelling)."""
     f = fence or {}
+    policy = policy and policy.replace("_", "-")
     out = json.loads(
         db.execute(
             "SELECT fencing_admit(?, ?, ?, ?, ?, ?, ?)",
@@ -74,6 +73,21 @@ def numbers(case):
     return out
 
 
+def locks(case):
+    """Every lock name of a case."""
+    out = [case.get("lock")]
+    for k in ("sequencer", "fence"):
+        if isinstance(case.get(k), dict):
+            out.append(case[k].get("lock"))
+    return [x for x in out if x is not None]
+
+
+def is_name(text):
+    """fencing_runtime::accept's name rule, as test_arguments.py checks it through the extension."""
+    return (0 < len(text) <= 256 and text == text.strip()
+            and not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text))
+
+
 def run_case(db, case):
     """(got, expected) for one vector, through fencing_admit only: a batch is
     one admit per write against the fence the admitted ones leave, a stream
@@ -111,18 +125,26 @@ class Vectors(unittest.TestCase):
         extra = os.environ.get("FENCING_RANDOM_VECTORS")
         if extra:
             files.append(Path(extra))
-        ran = skipped = 0
+        ran = skipped = unnamed = 0
         for f in files:
             for case in json.loads(f.read_text())["cases"]:
                 if any(n > I64_MAX for n in numbers(case)):
                     skipped += 1  # SQL integers stop at 2^63-1.
                     continue
+                bad = [lock for lock in locks(case) if not is_name(lock)]
+                if bad:
+                    # The host refuses the name before any decision (test_arguments.py).
+                    with self.subTest(case=case["name"]), self.assertRaisesRegex(sqlite3.Error, r"\(name_[a-z_]+\)"):
+                        db.execute("SELECT fencing_admit(NULL, NULL, NULL, ?, 1)", (bad[0],)).fetchall()
+                    unnamed += 1
+                    continue
                 with self.subTest(case=case["name"]):
                     got, want = run_case(db, case)
                     self.assertEqual(got, want)
                 ran += 1
-        print(f"\nvectors through fencing_admit: {ran} run, {skipped} not presentable in SQL (above 2^63-1)")
-        self.assertGreater(ran, 100)
+        print(f"\nvectors through fencing_admit: {ran} run, {skipped} not presentable in SQL (above 2^63-1), "
+              f"{unnamed} refused for a lock that is not a name")
+        self.assertGreater(ran, 90)
 
     def test_select_load_extension_loads_it_too(self):
         db = sqlite3.connect(":memory:")
@@ -135,7 +157,8 @@ class Vectors(unittest.TestCase):
         for sql, words in [
             ("SELECT fencing_admit(NULL, NULL, NULL, 'l', -1)", "token -1 is negative"),
             ("SELECT fencing_admit(NULL, NULL, NULL, 'l', 'x')", "token must be an integer"),
-            ("SELECT fencing_admit(NULL, NULL, NULL, 'l', 1, NULL, 'newest')", "unknown policy"),
+            ("SELECT fencing_admit(NULL, NULL, NULL, 'l', 1, NULL, 'newest')", "policy_unknown"),
+            ("SELECT fencing_admit(NULL, NULL, NULL, 'l', 1, NULL, 'strictly_increasing')", "policy_unknown"),
             ("SELECT fencing_admit('l', NULL, NULL, 'l', 1)", "current_high_water is NULL"),
             ("SELECT fencing_admit('l')", "takes 5 to 7 arguments"),
             ("SELECT fencing_protect('nope', 'a', 'b')", "no table nope"),
@@ -166,7 +189,7 @@ class Signed(unittest.TestCase):
                     out = json.loads(db.execute(
                         "SELECT fencing_admit_signed(?, ?, ?, ?, ?, ?, ?, ?)",
                         (f.get("lock"), f.get("high_water"), f.get("sequence"), s["lock"], s["token"], s.get("sequence"),
-                         bytes.fromhex(case["proof"]["hex"]), case["policy"]),
+                         bytes.fromhex(case["proof"]["hex"]), case["policy"].replace("_", "-")),
                     ).fetchone()[0])
                     if out.pop("admitted"):
                         out["verdict"] = "admitted"
@@ -254,20 +277,6 @@ class SignedProtected(unittest.TestCase):
         self.db.execute("SELECT fencing_set_keys(NULL)")
         self.write("unsigned", 7, None)
         self.assertEqual(mark(self.db, "invoice"), ("invoice", 7, None))
-
-
-def mark(db, resource):
-    """The resource's mark as (lock, high_water, sequence), None without one."""
-    out = db.execute("SELECT fencing_fence(?)", (resource,)).fetchone()[0]
-    if out is None:
-        return None
-    f = json.loads(out)
-    return (f["lock"], f["high_water"], f["sequence"])
-
-
-def stored(db, resource):
-    """The resource's row of fencing_fences as (high_water, carrier)."""
-    return db.execute("SELECT high_water, carrier FROM fencing_fences WHERE resource = ?", (resource,)).fetchone()
 
 
 class Protected(unittest.TestCase):
@@ -371,7 +380,9 @@ class Protected(unittest.TestCase):
             self.db.execute("UPDATE once SET token = 3 WHERE k = 1 AND fencing_present(3)")
         self.db.execute("SELECT fencing_unprotect('once')")
         self.db.execute("UPDATE once SET token = 1 WHERE k = 1")  # unfenced now
-        self.db.execute("SELECT fencing_protect('once', 'k', 'token', NULL, NULL, 'strictly_increasing')")
+        with self.assertRaisesRegex(sqlite3.Error, "policy_unknown"):
+            self.db.execute("SELECT fencing_protect('once', 'k', 'token', NULL, NULL, 'strictly_increasing')")
+        self.db.execute("SELECT fencing_protect('once', 'k', 'token', NULL, NULL, 'strictly-increasing')")
         with self.assertRaisesRegex(sqlite3.Error, "stale_token"):
             self.db.execute("UPDATE once SET token = 2 WHERE k = 1")
 
@@ -492,15 +503,22 @@ class FenceInRow(unittest.TestCase):
         self.db.execute("INSERT INTO a VALUES ('r', 'v', 1)")
         self.db.execute("UPDATE a SET token = 30 WHERE id = 'r'")
         self.db.execute("DROP TABLE a")
-        with self.assertRaisesRegex(sqlite3.Error, "carrier_missing.*fencing_unprotect\\('a'\\)"):
+        with self.assertRaisesRegex(sqlite3.Error, "carrier_missing.*fencing_unprotect\\('a', 'reason'\\)"):
             self.db.execute("INSERT INTO b VALUES ('r', 'x', 2)")
         self.db.execute("CREATE TABLE a(id TEXT PRIMARY KEY, body TEXT, token INTEGER) WITHOUT ROWID")
         with self.assertRaisesRegex(sqlite3.Error, "lost its triggers"):
             self.db.execute("SELECT fencing_protect('a', 'id', 'token')")
         self.db.execute("DROP TABLE a")
-        out = self.db.execute("SELECT fencing_unprotect('a')").fetchone()[0]
+        with self.assertRaisesRegex(sqlite3.Error, "tokens its rows carried for 1 resources are gone"):
+            self.db.execute("SELECT fencing_unprotect('a')")
+        out = self.db.execute("SELECT fencing_unprotect('a', 'table a dropped by a migration')").fetchone()[0]
         self.assertIn("no longer exists", out)
         self.assertEqual(mark(self.db, "r"), ("r", 1, None), "the mark as last written to fencing_fences")
+        record = self.db.execute("SELECT resource, reason, before, after FROM fencing_resets").fetchall()
+        self.assertEqual(len(record), 1)
+        self.assertEqual(record[0][0], "r")
+        self.assertIn("table a dropped by a migration", record[0][1])
+        self.assertEqual(json.loads(record[0][2])["carrier_missing"], "a")
         self.db.execute("INSERT INTO b VALUES ('r', 'x', 2)")
 
     def test_which_tables_keep_the_fence_in_the_row(self):
@@ -515,7 +533,6 @@ class FenceInRow(unittest.TestCase):
         ]:
             with self.subTest(create=create):
                 self.db.execute("DROP TABLE IF EXISTS t")
-                self.db.execute("DELETE FROM fencing_protected WHERE tbl = 't'")
                 self.db.execute(create)
                 out = self.db.execute("SELECT fencing_protect('t', 'k', 'token')").fetchone()[0]
                 self.assertEqual(out.endswith("in the rows (fence in row)"), carries, out)
@@ -585,6 +602,12 @@ class Shell(unittest.TestCase):
                                               "marks", "in", "fencing_fences",
                                               "written", "with", "34|34", "34"])
 
+
+# The other modules' tests run with this one (scripts/test-sqlite runs this file).
+from test_arguments import Arguments  # noqa: E402,F401
+from test_keys import KeyNames, Replace  # noqa: E402,F401
+from test_names import Names  # noqa: E402,F401
+from test_operators import Operators  # noqa: E402,F401
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)

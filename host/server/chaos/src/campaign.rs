@@ -19,6 +19,7 @@ use anyhow::Context;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -274,7 +275,16 @@ pub(super) fn auth_args(cfg: &CampaignConfig) -> anyhow::Result<Vec<String>> {
         return Ok(vec![]);
     }
     let path = auth_token_path(cfg);
-    std::fs::write(&path, format!("{:032x}\n", rand::random::<u128>())).context("write the auth token file")?;
+    // Owner-only, as a server requires of a token file.
+    let _ = std::fs::remove_file(&path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .context("create the auth token file")?;
+    std::io::Write::write_all(&mut file, format!("{:032x}\n", rand::random::<u128>()).as_bytes())
+        .context("write the auth token file")?;
     Ok(vec!["--auth-token-file".to_string(), path.display().to_string()])
 }
 

@@ -128,6 +128,27 @@ pub fn bump(dir: &Path, bump: Bump) -> Result<(ClockState, ClockState), ClockErr
     Ok((previous, now))
 }
 
+/// Writes a new clock in `dir`, where the clock is lost but the lease
+/// journal shows a lock service ran (no service may have it open): the
+/// ceiling `ceiling` (above every token handed out, as the operator knows
+/// from the storage), and the longest lease a lease may have,
+/// [`MAX_LEASE_MS`](crate::MAX_LEASE_MS), since the lost clock's is
+/// unknown. Refuses a directory that has a clock.
+pub fn recreate(dir: &Path, ceiling: u64) -> Result<ClockState, ClockError> {
+    let (clock, _) = GenerationClock::open(Some(dir))?;
+    let path = dir.join(CLOCK_FILE);
+    if path.exists() {
+        return Err(ClockError::Io {
+            path,
+            cause: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the clock exists: raise it with --by or --to",
+            ),
+        });
+    }
+    clock.advance(ceiling, crate::MAX_LEASE_MS)
+}
+
 /// How [`bump`] moves the ceiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bump {
@@ -244,6 +265,16 @@ mod tests {
         assert_eq!(bump(dir.path(), Bump::To(10)).unwrap().1.ceiling, 1005);
         assert_eq!(bump(dir.path(), Bump::To(5000)).unwrap().1.ceiling, 5000);
         assert!(matches!(bump(dir.path(), Bump::By(u64::MAX)), Err(ClockError::Overflow { .. })));
+    }
+
+    #[test]
+    fn a_lost_clock_is_recreated_at_the_ceiling_given_and_an_existing_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = recreate(dir.path(), 5000).unwrap();
+        assert_eq!(state, ClockState { ceiling: 5000, max_lease_ms: crate::MAX_LEASE_MS });
+        assert!(recreate(dir.path(), 9000).is_err(), "a clock that exists is raised, never rewritten");
+        let (_, prev) = GenerationClock::open(Some(dir.path())).unwrap();
+        assert_eq!(prev.ceiling, 5000);
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //! - `table.rs`: its shards (expiry heap, idle list).
 //! - `journal/`: leases made durable.
 //! - `clock.rs`: the token ceiling.
+//! - `offline.rs`: what operators do on a stopped service's directory
+//!   (recover a lost journal, the tokens still to be handed out).
 //! - `etcd.rs`: [`EtcdLocks`].
 //! - `lease.rs`: lease ids; `validate.rs`: requests into [`ValidAcquire`];
 //!   `metrics.rs`: [`LockMetrics`].
@@ -37,17 +39,19 @@ mod etcd;
 mod journal;
 mod lease;
 mod metrics;
+mod offline;
 mod table;
 mod validate;
 
-use fencing_base::{records, telemetry};
+use fencing_base::{records, secrets, telemetry};
 
-pub use clock::{Bump, ClockError, ClockState, GenerationClock, bump};
+pub use clock::{Bump, CLOCK_FILE, ClockError, ClockState, GenerationClock, bump, recreate as recreate_clock};
 pub use embedded::{DEFAULT_MAX_HELD, EmbeddedConfig, EmbeddedLocks, OpenError, TokenMode};
 pub use etcd::EtcdLocks;
 pub use journal::JOURNAL_FILE;
 pub use lease::{LeaseStamp, format_lease_id, new_lease_id, parse_lease_id, rfc3339_now};
 pub use metrics::LockMetrics;
+pub use offline::{LockTokens, RecoverError, Recovered, lock_tokens, recover_leases, replace_leases};
 pub use validate::{MAX_LEASE_MS, MAX_NAME_CHARS, MAX_WAIT_MS, MIN_LEASE_MS};
 pub use validate::{ValidAcquire, validate_acquire, validate_lease, validate_name};
 

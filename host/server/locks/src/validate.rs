@@ -17,7 +17,7 @@ pub const MAX_WAIT_MS: u64 = 300_000;
 /// ([`fencing_api::wire::names::name_problem`]): 1..=256 characters, no control
 /// characters, no leading or trailing whitespace.
 pub fn validate_name(field: &'static str, value: &str) -> Result<(), LockError> {
-    match fencing_api::wire::names::name_problem(value, MAX_NAME_CHARS) {
+    match fencing_api::wire::names::name_problem(value) {
         Some(problem) => Err(LockError::invalid(field, problem)),
         None => Ok(()),
     }

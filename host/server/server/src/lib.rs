@@ -20,8 +20,9 @@
 //!   bounds a connection (`conn.rs`), the checks every request passes first
 //!   (`gate.rs`: Host, media type, origin, framing), body limit and JSON
 //!   decoding (`body.rs`), bodies spooled past 64 KiB (`spool.rs`), strict
-//!   query strings (`query.rs`), bearer auth, the storage, lock and admin
-//!   (fence reset) routes.
+//!   query strings (`query.rs`), who may call what (`auth.rs`: the writers'
+//!   token; `operators.rs`: the operators' tokens), the storage, lock and
+//!   operator (fence reset, recorded in `audit.rs`) routes.
 //! - [`keys`]: the key files of signed tokens (`--signing-key`, `--verify-keys`).
 //! - [`storage`] (`fencing-store`, `host/server/store`): the fenced storage
 //!   engines (redb behind its write-ahead log, PostgreSQL), the guard's
@@ -29,7 +30,9 @@
 //! - [`locks`] (`fencing-locks`, `host/server/locks`): the lock service
 //!   (leases with fencing tokens): validation into `ValidAcquire`, lease
 //!   ids, the embedded backend (its shards, lease journal and generation
-//!   clock) and etcd.
+//!   clock), its offline operations and etcd.
+//! - [`secrets`] (`fencing-base`): what every file holding a secret must be
+//!   (private, a token long enough).
 //! - [`telemetry`] (`fencing-base`, `host/server/base`): the Prometheus
 //!   registry behind `GET /metrics`.
 //!
@@ -38,6 +41,6 @@
 pub mod http;
 pub mod keys;
 
-pub use fencing_base::telemetry;
+pub use fencing_base::{secrets, telemetry};
 pub use fencing_locks as locks;
 pub use fencing_store as storage;

@@ -23,8 +23,8 @@
 //!   write-ahead log; `schema.rs` the tables and how a logged write is
 //!   applied; `lifecycle.rs` opening, reopening after a failed write and the
 //!   space reserve; `read_cache.rs` objects being read, shared by their
-//!   readers; `retire.rs` retiring empty fences (`fencing admin
-//!   retire-fences`).
+//!   readers; `retire.rs` retiring empty fences into their locks' floors
+//!   and folding floors (`fencing admin retire-fences`, `drop-floors`).
 //! - `postgres.rs` and `pg_extension.rs`: [`PostgresEngine`], the fence
 //!   checked by the server or by the `fencing` extension inside PostgreSQL.
 //! - `service.rs`: [`StorageService`], an engine timed and counted;
@@ -44,8 +44,8 @@ mod validate;
 
 pub use self::postgres::{POOL_SIZE as POSTGRES_POOL_SIZE, PgGuard, PostgresEngine};
 pub use self::redb::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
+pub use self::redb::{DroppedFloors, Retired, drop_floors_below, retire_empty_fences};
 pub use self::redb::{RedbEngine, StoreOptions};
-pub use self::redb::{Retired, retire_empty_fences};
 pub use service::StorageService;
 pub use telemetry::{FlapConfig, StorageMetrics};
 pub use validate::{

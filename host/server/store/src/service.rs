@@ -97,25 +97,16 @@ impl StorageService {
         self.engine.read(resource_id, file_path).await
     }
 
-    /// An operator's reset of one fence (see [`Engine::reset_fence`]), logged
-    /// with the reason, the fence it replaced and the one it set.
+    /// An operator's reset of one fence (see [`Engine::reset_fence`]); the
+    /// fence it replaced. The operator route records and logs it
+    /// (`http/admin.rs`), with who asked.
     pub async fn reset_fence(
         &self,
         resource_id: &str,
         to: Option<Fence>,
         reason: &str,
     ) -> Result<Option<Fence>, StorageError> {
-        let before = self.engine.reset_fence(resource_id, to.clone(), reason).await?;
-        tracing::warn!(
-            resource = ?resource_id,
-            reason,
-            old_lock = before.as_ref().map(|f| f.lock.as_str()),
-            old_high_water = before.as_ref().map(|f| f.high_water),
-            new_lock = to.as_ref().map(|f| f.lock.as_str()),
-            new_high_water = to.as_ref().map(|f| f.high_water),
-            "fence reset by an operator"
-        );
-        Ok(before)
+        self.engine.reset_fence(resource_id, to, reason).await
     }
 
     /// The fence and whether the resource is flapping.

@@ -49,8 +49,8 @@ fn invalid(field: &'static str, message: impl Into<String>) -> StorageError {
     StorageError::InvalidField { field, message: message.into() }
 }
 
-fn check_name(field: &'static str, value: &str, limit: usize) -> Result<(), StorageError> {
-    match fencing_api::wire::names::name_problem(value, limit) {
+fn check_name(field: &'static str, value: &str) -> Result<(), StorageError> {
+    match fencing_api::wire::names::name_problem(value) {
         Some(problem) => Err(invalid(field, problem)),
         None => Ok(()),
     }
@@ -58,12 +58,12 @@ fn check_name(field: &'static str, value: &str, limit: usize) -> Result<(), Stor
 
 /// A resource id: 1..=256 characters, no control characters, no surrounding whitespace.
 pub fn validate_resource_id(value: &str) -> Result<(), StorageError> {
-    check_name("resource_id", value, MAX_RESOURCE_ID_CHARS)
+    check_name("resource_id", value)
 }
 
 /// A lock id: the same rules as a resource id.
 pub fn validate_lock_id(value: &str) -> Result<(), StorageError> {
-    check_name("lock_id", value, MAX_LOCK_ID_CHARS)
+    check_name("lock_id", value)
 }
 
 /// What a segment cannot hold: `/`, backslash, control characters.
@@ -104,7 +104,9 @@ pub const PATH_SEGMENTS_PATTERN: &str = concat!(r"^/?", segment!(), r"(?:/", seg
 /// backslash, no empty, `.` or `..` segment except a single leading `/`.
 pub fn validate_file_path(value: &str) -> Result<(), StorageError> {
     const FIELD: &str = "file_path";
-    check_name(FIELD, value, MAX_FILE_PATH_CHARS)?;
+    if let Some(problem) = fencing_api::wire::names::path_problem(value) {
+        return Err(invalid(FIELD, problem));
+    }
     if value.contains('\\') {
         return Err(invalid(FIELD, "must not contain a backslash"));
     }

@@ -37,3 +37,12 @@ pub fn fencing_bin() -> PathBuf {
     assert!(bin.exists(), "{} not found: build it first with `cargo build -p fencing`", bin.display());
     bin
 }
+
+/// Writes `text` to a new file at `path` readable by its owner only (0600),
+/// as a server requires of a token or key file.
+pub fn secret_file(path: &std::path::Path, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write the secret file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("make it private");
+    path.to_path_buf()
+}

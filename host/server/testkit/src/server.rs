@@ -39,9 +39,14 @@ impl ServeProcess {
 
     /// Starts `fencing serve --role storage` likewise, logging at `warn` into the file `log`.
     pub fn start_logging(data_dir: &Path, extra: &[&str], log: &Path) -> ServeProcess {
+        Self::start_logging_role("storage", data_dir, extra, log)
+    }
+
+    /// Starts `fencing serve --role ROLE` likewise, logging at `warn` into the file `log`.
+    pub fn start_logging_role(role: &str, data_dir: &Path, extra: &[&str], log: &Path) -> ServeProcess {
         let mut command = Command::new(fencing_bin());
         command.env("FENCING_LOG", "warn").stderr(std::fs::File::create(log).expect("create the log file"));
-        Self::start_command("storage", data_dir, extra, command)
+        Self::start_command(role, data_dir, extra, command)
     }
 
     fn start_command(role: &str, data_dir: &Path, extra: &[&str], mut command: Command) -> ServeProcess {

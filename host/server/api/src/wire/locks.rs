@@ -15,9 +15,10 @@ pub struct AcquireRequest {
     pub client_id: String,
     /// 10 to 3,600,000.
     #[schema(minimum = 10, maximum = 3_600_000)]
+    #[serde(deserialize_with = "super::number::u64_integral")]
     pub lease_duration_ms: u64,
     /// Wait up to this long (at most 300,000 ms) for a held lock, in arrival order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::number::opt_u64_integral")]
     #[schema(maximum = 300_000)]
     pub wait_ms: Option<u64>,
     /// Re-entry (servers started with `--reentrant`): the `lock_token` of the

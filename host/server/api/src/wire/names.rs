@@ -1,12 +1,16 @@
-//! The one rule for names in both APIs: resource ids, lock ids, client ids
-//! and object paths (which add their own segment rules in storage).
+//! The rule for names in both APIs: resource ids, lock ids and client ids
+//! are names as every host takes them, `fencing_rules::accept::name` (the
+//! rule is written there once, and the shared argument vectors hold every
+//! host to it); object paths and an operator's reasons have rules of their
+//! own here (paths add segment rules in storage).
 //!
-//! Invariant: a name that passes is 1..=limit characters (Unicode scalar
+//! Invariant: a name that passes is 1..=256 characters (Unicode scalar
 //! values, as JSON Schema's `maxLength` counts them, so the published schema
 //! and the server agree on every string) with no control character and no
 //! leading or trailing whitespace, so the lock API and the storage API accept
 //! exactly the same resource names, and no two accepted names differ only in
 //! invisible bytes at their ends. A name is at most four bytes a character.
+//! A path follows the same text rule up to 1,024 characters.
 //!
 //! Names are compared as their bytes, in every host: the NFC and NFD forms of
 //! one text are two names. Nothing normalizes, because every store under the
@@ -14,7 +18,7 @@
 //! too; a client that takes names from people normalizes them itself.
 
 /// Longest resource id, lock id or client id, in characters.
-pub const MAX_NAME_CHARS: usize = 256;
+pub const MAX_NAME_CHARS: usize = fencing_rules::accept::MAX_NAME_CHARS;
 /// Longest object path, in characters.
 pub const MAX_PATH_CHARS: usize = 1024;
 /// Longest reason an operator gives for a reset, in characters.
@@ -36,12 +40,12 @@ macro_rules! spaces {
     };
 }
 
-/// [`name_problem`]'s rule as a regular expression, lengths aside (those are
-/// `minLength`/`maxLength`): no control character, and neither the first nor
-/// the last character whitespace. Only `\uXXXX` escapes in character classes,
-/// which ECMA-262 (JSON Schema's dialect), Python's `re` and Rust's `regex`
-/// read alike; the published schema carries it, and a test holds it to
-/// [`name_problem`].
+/// [`name_problem`]'s and [`path_problem`]'s rule as a regular expression,
+/// lengths aside (those are `minLength`/`maxLength`): no control character,
+/// and neither the first nor the last character whitespace. Only `\uXXXX`
+/// escapes in character classes, which ECMA-262 (JSON Schema's dialect),
+/// Python's `re` and Rust's `regex` read alike; the published schema
+/// carries it, and a test holds it to both functions.
 pub const NAME_PATTERN: &str =
     concat!("^[^", controls!(), spaces!(), "](?:[^", controls!(), "]*[^", controls!(), spaces!(), "])?$");
 
@@ -49,14 +53,22 @@ pub const NAME_PATTERN: &str =
 /// control character, and at least one character that is not whitespace.
 pub const REASON_PATTERN: &str = concat!("^[^", controls!(), "]*[^", controls!(), spaces!(), "][^", controls!(), "]*$");
 
-/// Why `value` is not an acceptable name of at most `limit` characters, or `None`.
-pub fn name_problem(value: &str, limit: usize) -> Option<String> {
+/// Why `value` is not a name (`fencing_rules::accept::name`: the message
+/// ends with the refusal's code, as in every host), or `None`.
+pub fn name_problem(value: &str) -> Option<String> {
+    fencing_rules::accept::name(value).err().map(|e| e.to_string())
+}
+
+/// Why `value` is not an acceptable object path's text (1 to
+/// [`MAX_PATH_CHARS`] characters, the name rule's text otherwise; storage
+/// adds the segment rules), or `None`.
+pub fn path_problem(value: &str) -> Option<String> {
     if value.is_empty() {
         return Some("must not be empty".into());
     }
     let chars = value.chars().count();
-    if chars > limit {
-        return Some(format!("is {chars} characters, longer than {limit}"));
+    if chars > MAX_PATH_CHARS {
+        return Some(format!("is {chars} characters, longer than {MAX_PATH_CHARS}"));
     }
     if let Some(c) = value.chars().find(|c| c.is_control()) {
         return Some(format!("contains control character U+{:04X}", c as u32));
@@ -84,16 +96,20 @@ mod tests {
 
     #[test]
     fn names_follow_one_rule() {
-        assert_eq!(name_problem("storage:customer-orders-bucket", 256), None);
-        assert_eq!(name_problem("a b", 256), None, "inner spaces are part of a name");
+        assert_eq!(name_problem("storage:customer-orders-bucket"), None);
+        assert_eq!(name_problem("a b"), None, "inner spaces are part of a name");
         for bad in ["", " a", "a ", "\u{a0}a", "a\u{3000}", "a\tb", "a\0b", "a\u{7f}"] {
-            assert!(name_problem(bad, 256).is_some(), "{bad:?} should be refused");
+            assert!(name_problem(bad).is_some(), "{bad:?} should be refused");
         }
-        assert!(name_problem(&"x".repeat(257), 256).is_some());
-        assert_eq!(name_problem(&"x".repeat(256), 256), None);
+        assert!(name_problem(&"x".repeat(257)).is_some_and(|p| p.ends_with("(name_too_long)")));
+        assert_eq!(name_problem(&"x".repeat(256)), None);
         // Characters, not bytes: 256 four-byte characters pass, 257 do not.
-        assert_eq!(name_problem(&"\u{1F512}".repeat(256), 256), None);
-        assert!(name_problem(&"\u{1F512}".repeat(257), 256).is_some());
+        assert_eq!(name_problem(&"\u{1F512}".repeat(256)), None);
+        assert!(name_problem(&"\u{1F512}".repeat(257)).is_some());
+        // A path is the same text up to 1,024 characters.
+        assert_eq!(path_problem(&"p".repeat(1024)), None);
+        assert!(path_problem(&"p".repeat(1025)).is_some());
+        assert!(path_problem("/a\0").is_some() && path_problem(" /a").is_some());
     }
 
     /// Every string of up to three characters drawn from the edges of the
@@ -129,7 +145,8 @@ mod tests {
         ];
         let mut checked = 0;
         for_each_string(&alphabet, 3, &mut |s| {
-            assert_eq!(name.is_match(s), name_problem(s, 256).is_none(), "name {s:?}");
+            assert_eq!(name.is_match(s), name_problem(s).is_none(), "name {s:?}");
+            assert_eq!(name.is_match(s), path_problem(s).is_none(), "path {s:?}");
             assert_eq!(reason.is_match(s), reason_problem(s).is_none(), "reason {s:?}");
             checked += 1;
         });

@@ -1,7 +1,7 @@
 //! The storage API's bodies: the `POST /v1/storage/write` request and the
 //! fence as every storage answer shows it.
 
-use fencing_runtime::Fence;
+use fencing_rules::Fence;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -53,13 +53,14 @@ pub struct WriteBody {
     /// The resource (bucket) written: 1 to 256 characters, no control characters, no surrounding whitespace.
     pub resource_id: String,
     /// The fencing token from the lock service (at least 1).
+    #[serde(deserialize_with = "super::number::u64_integral")]
     pub fencing_token: u64,
     pub write_payload: WritePayload,
     /// The lock the token came from; defaults to `resource_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_id: Option<String>,
     /// Orders one holder's writes within one token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::number::opt_u64_integral")]
     pub sequence: Option<u64>,
     /// The grant's `fencing_proof` (hex), for a server that checks signed
     /// writes (`--verify-keys`); ignored by one that does not.
@@ -106,7 +107,7 @@ pub struct ResetBody {
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::number::opt_u64_integral")]
     pub high_water: Option<u64>,
 }
 

@@ -4,10 +4,13 @@
 //! includes storage, the lock API when it includes locks, and `GET /metrics`
 //! over the one shared registry. Flags common to every server subcommand:
 //! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
-//! With `--auth-token-file` the whole router is wrapped in
-//! [`fencing_server::http::auth`]: mutating requests need the bearer token, reads and
-//! `/metrics` stay open. The token file is read before anything starts; an
-//! unreadable, empty or invalid file is bad input (exit 2).
+//! The whole router is wrapped in [`fencing_server::http::auth`]: with
+//! `--auth-token-file` mutating requests need the writers' bearer token
+//! (reads and `/metrics` stay open unless `--auth-reads`); the operator
+//! routes need an operator's token from `--admin-token-file` and are off
+//! without one. Token and key files are read and checked before anything
+//! starts: an unreadable, invalid, too short or loosely permitted file, or
+//! keys that cannot work together, is bad input (exit 2) naming the file.
 
 use super::values::TokenModeArg;
 use anyhow::Context;
@@ -16,8 +19,10 @@ use axum::routing::get;
 use clap::{Args, ValueEnum};
 use fencing_runtime::proof::Signer;
 use fencing_runtime::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, Verifier, WasmGuard};
-use fencing_server::http::auth::{BearerAuth, read_token_file};
+use fencing_server::http::audit::AuditLog;
+use fencing_server::http::auth::{Access, BearerAuth};
 use fencing_server::http::gate::HostRules;
+use fencing_server::http::operators::Operators;
 use fencing_server::http::{ConnLimits, ConnMetrics};
 use fencing_server::keys;
 use fencing_server::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService};
@@ -119,6 +124,13 @@ pub struct ServeArgs {
     /// With `--auth-token-file`: reads and `GET /metrics` need the bearer token too.
     #[arg(long, requires = "auth_token_file")]
     pub auth_reads: bool,
+    /// Turn on the operator routes (`POST /v1/admin/fences/reset`): the file names
+    /// each operator and their own token, one `<name> <token>` a line (mode 0600;
+    /// tokens of at least 16 characters, none of them the writers' token). Every
+    /// use is recorded with the operator's name in `admin-audit.jsonl` in
+    /// `--data-dir`. Without it the operator routes answer 403 `admin_disabled`.
+    #[arg(long, env = "FENCING_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
     /// Sign every grant (lock role): each grant and renewal carries a
     /// `fencing_proof` that this lock service granted that token for that
     /// lock. The file is the `OUT` of `fencing admin keygen` (one key).
@@ -182,6 +194,13 @@ pub struct HttpArgs {
     /// quarters of `--max-connections`; the rest is kept for quick requests.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_waiting_per_client: u64,
+    /// Most request bodies past 64 KiB (each spooled to a temporary file) one client address
+    /// may send at once (more get 503 `server_busy`). Spooled bodies still arriving after a
+    /// second hold at most three quarters of the spool files; the rest is kept for large
+    /// bodies that arrive quickly.
+    #[arg(long, default_value_t = fencing_server::http::budget::DEFAULT_MAX_SPOOLING_PER_CLIENT as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_spooling_per_client: u64,
     /// A response write may wait this long for the client to read before the connection is closed.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub write_timeout: Duration,
@@ -245,6 +264,7 @@ impl HttpArgs {
             body_min_rate: self.body_min_rate,
             max_waiting_per_client: usize::try_from(self.max_waiting_per_client).unwrap_or(usize::MAX),
             spool_files: spool_files as usize,
+            max_spooling_per_client: usize::try_from(self.max_spooling_per_client).unwrap_or(usize::MAX),
             shutdown_timeout: self.shutdown_timeout,
         })
     }
@@ -295,25 +315,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     }
-    // Key files are read now, so a bad one is a usage error before anything starts.
-    let signer = match &args.signing_key {
-        Some(path) => Some(Arc::new(keys::load_signer(path).map_err(|e| super::usage(e.to_string()))?)),
-        None => None,
-    };
-    let verifier = match &args.verify_keys {
-        Some(path) => Some(Arc::new(keys::load_verifier(path).map_err(|e| super::usage(e.to_string()))?)),
-        None => None,
-    };
-    let auth = match &args.auth_token_file {
-        Some(path) => Some(
-            BearerAuth::new(&read_token_file(path).map_err(|e| super::usage(e.to_string()))?)
-                .with_reads(args.auth_reads),
-        ),
-        None => None,
-    };
+    // Key and token files are read now, so a bad one is a usage error before anything starts.
+    let signing = load_keys(&args)?;
+    let access = load_access(&args)?;
+    if !args.listen.ip().is_loopback() && access.writers.is_none() {
+        tracing::warn!(
+            listen = %args.listen,
+            "listening beyond loopback without --auth-token-file: anyone who can reach this address can write, \
+             take and release locks; give the writers a token (--auth-token-file) or listen on 127.0.0.1"
+        );
+    }
     let limits = args.http.limits()?;
     let runtime = tokio::runtime::Runtime::new().context("start tokio runtime")?;
-    let result = runtime.block_on(serve(args, auth, limits, Signing { signer, verifier }));
+    let result = runtime.block_on(serve(args, access, limits, signing));
     // Whatever the shutdown bound left behind (a request still waiting, a
     // blocking store call) must not keep the process, and with it the data
     // directory's lock, alive.
@@ -328,7 +342,44 @@ struct Signing {
     verifier: Option<Arc<Verifier>>,
 }
 
-async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits, signing: Signing) -> anyhow::Result<()> {
+/// Reads and checks the key files (`fencing_server::keys`): each file's own
+/// problems, and a signing key that no verify key of this process checks.
+fn load_keys(args: &ServeArgs) -> anyhow::Result<Signing> {
+    let usage = |e: fencing_server::keys::KeyFileError| super::usage(e.to_string());
+    let signer = args.signing_key.as_deref().map(keys::load_signer).transpose().map_err(usage)?;
+    let verifier_keys = args.verify_keys.as_deref().map(keys::load_verifier_keys).transpose().map_err(usage)?;
+    if let (Some(signer), Some(verify), Some(path)) = (&signer, &verifier_keys, &args.verify_keys) {
+        keys::check_pair(signer, args.signing_key.as_deref().expect("with the signer"), verify, path).map_err(usage)?;
+    }
+    let verifier = match (verifier_keys, &args.verify_keys) {
+        (Some(keys), Some(path)) => Some(Arc::new(keys::verifier(path, keys).map_err(usage)?)),
+        _ => None,
+    };
+    Ok(Signing { signer: signer.map(Arc::new), verifier })
+}
+
+/// Reads the writers' and the operators' token files.
+fn load_access(args: &ServeArgs) -> anyhow::Result<Access> {
+    let usage = |e: fencing_server::secrets::SecretFileError| super::usage(e.to_string());
+    let writers = match &args.auth_token_file {
+        Some(path) => Some(BearerAuth::load(path).map_err(usage)?.with_reads(args.auth_reads)),
+        None => None,
+    };
+    let operators = match &args.admin_token_file {
+        Some(path) => {
+            if !args.role.storage() {
+                return Err(super::usage(
+                    "--admin-token-file turns on the storage's operator routes: it needs a role with the storage",
+                ));
+            }
+            Some(Operators::load(path, writers.as_ref().map(BearerAuth::token)).map_err(usage)?)
+        }
+        None => None,
+    };
+    Ok(Access { writers, operators })
+}
+
+async fn serve(args: ServeArgs, access: Access, limits: ConnLimits, signing: Signing) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     let metrics = Metrics::new();
@@ -345,24 +396,26 @@ async fn serve(args: ServeArgs, auth: Option<BearerAuth>, limits: ConnLimits, si
         });
     }
     if args.role.storage() {
-        app = app.merge(storage_router(&args, &metrics, auth.is_some(), signing.verifier).await?);
+        let audit = AuditLog::open(&args.data_dir)
+            .with_context(|| format!("open the operators' audit log in {}", args.data_dir.display()))?;
+        app = app.merge(storage_router(&args, &metrics, audit, signing.verifier).await?);
     }
     let m = metrics.clone();
     app = app.route("/metrics", get(move || std::future::ready(m.handler())));
     app = fencing_server::http::with_fallbacks(app.merge(fencing_server::http::openapi::router()));
-    let authenticated = auth.is_some();
-    if let Some(auth) = auth {
-        app = fencing_server::http::auth::protect(app, auth);
-    }
+    let authenticated = access.writers.is_some();
+    let operators = access.operators.as_ref().map_or(0, Operators::len);
+    app = fencing_server::http::auth::protect(app, access);
     // The gate is the outer layer: a request for a foreign Host is refused
     // before authentication can tell a guesser anything.
-    app = fencing_server::http::gate::protect(app, args.http.host_rules().with_listen_port(args.listen.port()));
+    let rules = args.http.host_rules().with_listen_port(args.listen.port());
+    app = fencing_server::http::gate::protect(app, rules.with_routes(fencing_server::http::openapi::routes()));
     let conn_metrics = ConnMetrics::register(&metrics);
     let shutdown = fencing_server::http::shutdown_signal();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
     tracing::info!(
-        listen = %listener.local_addr()?, role = ?args.role, authenticated, store = ?args.store,
+        listen = %listener.local_addr()?, role = ?args.role, authenticated, operators, store = ?args.store,
         guard = ?args.guard, max_connections = limits.max_connections, "serving"
     );
     fencing_server::http::conn::serve_with(listener, app, limits, conn_metrics, shutdown)
@@ -392,7 +445,7 @@ pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
 async fn storage_router(
     args: &ServeArgs,
     metrics: &Metrics,
-    admin: bool,
+    audit: AuditLog,
     verifier: Option<Arc<Verifier>>,
 ) -> anyhow::Result<Router> {
     let guard = build_guard(args)?;
@@ -427,7 +480,7 @@ async fn storage_router(
     let storage_metrics = Arc::new(StorageMetrics::new(metrics, flap));
     let service = StorageService::new(engine, storage_metrics);
     Ok(fencing_server::http::storage::router(service.clone())
-        .merge(fencing_server::http::admin::router(service, admin)))
+        .merge(fencing_server::http::admin::router(service, audit)))
 }
 
 /// Lock service flags of `fencing serve`.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TOKEN: &str = "s3cret-Token_42";
+const TOKEN: &str = "s3cret-Token_42-x";
 const RESOURCE: &str = "storage:auth-bucket";
 const FILE: &str = "/reports/q2.csv";
 
@@ -24,9 +24,7 @@ fn fencing() -> Command {
 }
 
 fn token_file(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join(format!("token-{}", text.len()));
-    std::fs::write(&path, text).unwrap();
-    path
+    fencing_testkit::secret_file(&dir.join(format!("token-{}", text.len())), text)
 }
 
 /// `fencing serve` (storage and locks) in a fresh temporary directory, with
@@ -179,13 +177,27 @@ async fn without_a_token_file_nothing_needs_a_token() {
     }
 }
 
+/// Token files a server must not start with: each exits 2 naming the file
+/// and what is wrong with it (and how to fix a loose one).
 #[test]
 fn unusable_token_files_are_bad_input() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    for (case, path) in [
-        ("empty", token_file(dir.path(), "")),
-        ("only a newline", token_file(dir.path(), "\n")),
-        ("missing", dir.path().join("absent")),
+    let readable = token_file(dir.path(), &format!("{TOKEN}-readable\n"));
+    std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let group = token_file(dir.path(), &format!("{TOKEN}-group\n"));
+    std::fs::set_permissions(&group, std::fs::Permissions::from_mode(0o640)).unwrap();
+    for (case, path, problem) in [
+        ("empty", token_file(dir.path(), ""), "empty"),
+        ("only a newline", token_file(dir.path(), "\n"), "empty"),
+        ("missing", dir.path().join("absent"), "cannot read"),
+        (
+            "one character",
+            token_file(dir.path(), "x\n"),
+            "the token is 1 characters; a bearer token must be at least 16",
+        ),
+        ("readable by others", readable, "chmod 600"),
+        ("readable by the group", group, "chmod 600"),
     ] {
         let out = fencing()
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -196,6 +208,32 @@ fn unusable_token_files_are_bad_input() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{case}: {stderr}");
-        assert!(stderr.contains("auth token file"), "{case}: {stderr}");
+        assert!(stderr.contains(&path.display().to_string()) && stderr.contains(problem), "{case}: {stderr}");
     }
+}
+
+/// A server listening beyond loopback without a writers' token says so.
+#[test]
+fn listening_beyond_loopback_without_a_token_is_warned_about() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = fencing()
+        .args(["serve", "--role", "locks", "--listen", "0.0.0.0:0", "--data-dir"])
+        .arg(dir.path())
+        .env("FENCING_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let line =
+            BufReader::new(stderr).lines().map_while(Result::ok).find(|l| l.contains("listening beyond loopback"));
+        let _ = tx.send(line);
+    });
+    let warned = rx.recv_timeout(std::time::Duration::from_secs(60));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let warned = warned.ok().flatten().expect("no warning");
+    assert!(warned.contains("--auth-token-file") && warned.contains("0.0.0.0:0"), "{warned}");
 }

@@ -192,3 +192,70 @@ async fn spooled_bodies_under_a_low_fd_limit_get_503_and_writes_go_through() {
     assert!(busy > 0, "some spooling clients were told the server is busy");
     drop(spoolers);
 }
+
+/// Starts `count` connections from `from`, each sending the head of a
+/// declared 8 MB write and 70 KB of it at once, then 1,400 bytes a second
+/// (above the default `--body-min-rate`) until the test ends.
+async fn trickle(server: &ServeProcess, from: IpAddr, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut trickles = Vec::new();
+    for _ in 0..count {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+        let Ok(mut conn) = socket.connect(addr(server).parse().unwrap()).await else { continue };
+        trickles.push(tokio::spawn(async move {
+            let _ = conn.write_all(write_head(8_000_000).as_bytes()).await;
+            let _ = conn.write_all(&vec![b' '; 70_000]).await;
+            for _ in 0..120 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if conn.write_all(&[b' '; 350]).await.is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    trickles
+}
+
+/// 1 MB writes from another address, each admitted or not.
+async fn large_writes(server: &ServeProcess, from: IpAddr, n: usize) -> Vec<Result<u16, String>> {
+    use base64::Engine as _;
+    let http = client(Some(from));
+    let bytes = base64::engine::general_purpose::STANDARD.encode(vec![9u8; 1 << 20]);
+    let mut statuses = Vec::new();
+    for i in 0..n {
+        let body = json!({"resource_id": "large", "fencing_token": 1, "write_payload":
+            {"file_path": format!("/l{i}"), "mutation_type": "PUT", "bytes": bytes}});
+        let resp = http.post(format!("{}/v1/storage/write", server.base)).json(&body).send().await;
+        statuses.push(resp.map(|r| r.status().as_u16()).map_err(|e| e.to_string()));
+    }
+    statuses
+}
+
+/// Under a 1,024-descriptor limit (85 spool slots), 90 connections trickling
+/// 8 MB bodies from one address hold at most `--max-spooling-per-client` (16)
+/// slots, and from ten addresses (9 each) at most three quarters of them:
+/// either way 1 MB writes from another address are admitted while they trickle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_large_bodies_leave_room_for_other_clients_large_writes() {
+    let (soft, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    if soft < 4096 {
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard.min(65_536), hard).unwrap();
+    }
+    for spread in [1u8, 10] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = ServeProcess::start_with_fd_limit("storage", dir.path(), &["--body-timeout", "60s"], 1024);
+        server.ready().await;
+        let mut trickles = Vec::new();
+        for a in 0..spread {
+            trickles.extend(trickle(&server, [127, 0, 1, 10 + a].into(), 90 / spread as usize).await);
+        }
+        assert_eq!(trickles.len(), 90);
+        // Past a second: every trickling body that got a spool slot is slow now.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let statuses = large_writes(&server, [127, 0, 2, 1].into(), 6).await;
+        assert!(statuses.iter().all(|s| *s == Ok(200)), "from {spread} address(es): {statuses:?}");
+        for t in trickles {
+            t.abort();
+        }
+    }
+}

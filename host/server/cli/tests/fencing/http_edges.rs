@@ -196,8 +196,7 @@ async fn loose_edges_get_a_clear_4xx() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_reads_puts_reads_and_metrics_behind_the_token() {
     let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "s3cret\n").unwrap();
+    let token_file = fencing_testkit::secret_file(&dir.path().join("token"), "s3cret-0123456789\n");
     let data = dir.path().join("data");
     let token_arg = token_file.to_str().unwrap();
     let mut server = ServeProcess::start_role("all", &data, &["--auth-token-file", token_arg, "--auth-reads"]);
@@ -213,7 +212,7 @@ async fn auth_reads_puts_reads_and_metrics_behind_the_token() {
     for path in ["/metrics".to_owned(), format!("/v1/storage/fence?resource_id={RESOURCE}")] {
         let resp = http.get(format!("{base}{path}")).send().await.unwrap();
         assert_error(&path, answer(resp).await, 401, "unauthorized", "authorization");
-        let resp = http.get(format!("{base}{path}")).bearer_auth("s3cret").send().await.unwrap();
+        let resp = http.get(format!("{base}{path}")).bearer_auth("s3cret-0123456789").send().await.unwrap();
         assert_eq!(resp.status(), 200, "{path} with the token");
     }
 }

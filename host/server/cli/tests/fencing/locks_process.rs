@@ -3,7 +3,8 @@
 //! once, a held lease stays held for its holder only, a released one-hour
 //! lease is gone, with `--lease-sync background` (the default) and `each-grant`; re-entry
 //! needs the lease id; the HTTP API's shapes and errors, the `fencing lock`
-//! exit codes and `--lease-sync`'s usage errors.
+//! exit codes and `--lease-sync`'s usage errors; a lost journal stops the
+//! server until an operator recovers it.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -318,4 +319,62 @@ fn lease_sync_is_checked_before_the_server_starts() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("--lease-sync is for the local topology"), "{stderr}");
     }
+}
+
+/// The story end to end: a 10-minute lease is held, the journal is
+/// emptied while the server is down; `fencing serve` refuses to start, exit
+/// code 1, naming the exact recovery command instead of granting the lock
+/// to a second client; after `fencing admin recover-leases` it starts and
+/// grants nothing until the 10 minutes have passed, a restart included (the
+/// tokens' side, with short leases: `locks_embedded::`).
+#[test]
+fn a_lost_journal_stops_the_server_until_it_is_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = Server::start(dir.path(), port);
+    let (st, held) = acquire(&server.base, "k", "first", 600_000, None);
+    assert_eq!(st, 200, "{held}");
+    server.kill9();
+    std::fs::write(dir.path().join("locks-leases"), b"").unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+        .args(["serve", "--role", "locks", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let command = format!("fencing admin recover-leases --data-dir {}", dir.path().display());
+    assert!(stderr.contains("is empty") && stderr.contains(&command), "{stderr}");
+    assert!(stderr.contains("leases of up to 600000 ms"), "{stderr}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+        .args(["admin", "recover-leases", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("FENCING_DATA_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["first_grant_waits_ms"], 600_000, "{report}");
+    assert!(report["journal_kept_as"].as_str().is_some_and(|p| p.contains("locks-leases.unreadable-")), "{report}");
+
+    let server = Server::start(dir.path(), port);
+    let (st, refused) = acquire(&server.base, "k", "second", 1_000, None);
+    assert_eq!((st, refused["reason"].as_str()), (409, Some("grace_period")), "{refused}");
+    assert!(refused["remaining_lease_ms"].as_u64().unwrap() > 590_000, "{refused}");
+    let (st, other) = acquire(&server.base, "other", "second", 1_000, None);
+    assert_eq!((st, other["reason"].as_str()), (409, Some("grace_period")), "no lock is granted: {other}");
+    // A second recovery is refused: the journal now reads back whole.
+    drop(server);
+    let out = Command::new(env!("CARGO_BIN_EXE_fencing"))
+        .args(["admin", "recover-leases", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // The wait outlives a restart: still no grant.
+    let server = Server::start(dir.path(), port);
+    let (st, refused) = acquire(&server.base, "k", "second", 1_000, None);
+    assert_eq!((st, refused["reason"].as_str()), (409, Some("grace_period")), "{refused}");
 }

@@ -100,10 +100,16 @@ async fn a_rotation_takes_the_new_key_beside_the_old_then_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (old, new) = (dir.path().join("old.key"), dir.path().join("new.key"));
     keygen(&old, 1, "ed25519");
-    keygen(&new, 2, "hmac-sha256");
-    let both = dir.path().join("both.pub");
-    let text = |p: &Path| std::fs::read_to_string(format!("{}.pub", p.display())).unwrap();
-    std::fs::write(&both, text(&old) + &text(&new)).unwrap();
+    let made = keygen(&new, 2, "hmac-sha256");
+    // An HMAC secret has nothing public: no .pub; the verify file is the secret itself.
+    assert!(!Path::new(&format!("{}.pub", new.display())).exists(), "an HMAC secret in a .pub");
+    assert_eq!(made["verify_keys"], json!(new));
+    let text = |p: &Path| std::fs::read_to_string(p).unwrap();
+    // The verify file now holds a secret: only its owner may read it.
+    let both = fencing_testkit::secret_file(
+        &dir.path().join("both.keys"),
+        &(text(Path::new(&format!("{}.pub", old.display()))) + &text(&new)),
+    );
     let data = dir.path().join("data");
     let serve = |signing: &Path, verify: &Path| {
         ServeProcess::start_role(
@@ -121,7 +127,7 @@ async fn a_rotation_takes_the_new_key_beside_the_old_then_alone() {
     server.kill9();
 
     // The lock service signs with the new key; the storage trusts the new key alone.
-    let mut server = serve(&new, Path::new(&format!("{}.pub", new.display())));
+    let mut server = serve(&new, &new);
     server.ready().await;
     let token = by_old["fencing_token"].as_u64().unwrap();
     let (st, body) = write(&server.base, token, Some(&old_proof)).await;
@@ -129,16 +135,32 @@ async fn a_rotation_takes_the_new_key_beside_the_old_then_alone() {
     server.kill9();
 }
 
+/// Key files and flags that would start a server that protects nothing, or
+/// refuses every honest writer: each exits 2 naming the file and the problem.
 #[test]
 fn bad_keys_and_contradictory_flags_exit_2_naming_why() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("k");
     keygen(&key, 7, "ed25519");
     let again = Command::new(fencing_bin()).args(["admin", "keygen", "--id", "8", "--out"]).arg(&key).output().unwrap();
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("never overwritten"));
+    let other = dir.path().join("other");
+    keygen(&other, 7, "ed25519");
+    let hmac = dir.path().join("hm.key");
+    keygen(&hmac, 9, "hmac-sha256");
     let bad = dir.path().join("bad.pub");
     std::fs::write(&bad, "7 ed25519 00ff\n").unwrap();
+    let short = fencing_testkit::secret_file(&dir.path().join("short.key"), "7 ed25519 00ff\n");
+    let degenerate = dir.path().join("ff.pub");
+    std::fs::write(&degenerate, format!("7 ed25519 {}\n", "ff".repeat(32))).unwrap();
+    let loose = dir.path().join("loose.key");
+    std::fs::copy(&key, &loose).unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let shared = dir.path().join("shared-hmac.keys");
+    std::fs::copy(&hmac, &shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
     let data = dir.path().join("data");
     let serve = |extra: &[&str]| {
         let o = Command::new(fencing_bin())
@@ -148,18 +170,36 @@ fn bad_keys_and_contradictory_flags_exit_2_naming_why() {
             .unwrap();
         (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
     };
-    let key = key.to_str().unwrap();
-    for (extra, says) in [
-        (vec!["--verify-keys", bad.to_str().unwrap()], "verifier key 7 is not a key of its algorithm"),
-        (vec!["--verify-keys", "/nonexistent/keys"], "/nonexistent/keys"),
-        (vec!["--signing-key", bad.to_str().unwrap()], "32 bytes, not 2"),
-        (vec!["--role", "storage", "--signing-key", key], "needs a role with the lock service"),
-        (vec!["--role", "locks", "--verify-keys", key], "needs a role with the storage"),
-        (vec!["--no-fencing", "--verify-keys", key], "contradict"),
-    ] {
+    let (key_pub, other_pub) = (format!("{}.pub", key.display()), format!("{}.pub", other.display()));
+    let p = |p: &Path| p.display().to_string();
+    let key = p(&key);
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["--verify-keys".into(), p(&bad)], "verifier key 7 is not a key of its algorithm".into()),
+        (vec!["--verify-keys".into(), "/nonexistent/keys".into()], "/nonexistent/keys".into()),
+        (vec!["--signing-key".into(), p(&short)], "32 bytes, not 2".into()),
+        (vec!["--signing-key".into(), key_pub.clone()], format!("{key_pub}: a .pub file holds verify keys")),
+        (
+            vec!["--signing-key".into(), key.clone(), "--verify-keys".into(), other_pub.clone()],
+            format!("{key}: {other_pub} holds another key under this signing key's id 7"),
+        ),
+        (vec!["--verify-keys".into(), p(&degenerate)], format!("{}: key 7:", p(&degenerate))),
+        (vec!["--signing-key".into(), p(&loose)], format!("{}: holds a signing key", p(&loose))),
+        (vec!["--verify-keys".into(), p(&shared)], format!("{}: holds an HMAC secret", p(&shared))),
+        (
+            vec!["--role".into(), "storage".into(), "--signing-key".into(), key.clone()],
+            "needs a role with the lock service".into(),
+        ),
+        (
+            vec!["--role".into(), "locks".into(), "--verify-keys".into(), key.clone()],
+            "needs a role with the storage".into(),
+        ),
+        (vec!["--no-fencing".into(), "--verify-keys".into(), key.clone()], "contradict".into()),
+    ];
+    for (extra, says) in cases {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let (code, stderr) = serve(&extra);
         assert_eq!(code, Some(2), "{extra:?}: {stderr}");
-        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(stderr.contains(&says), "{extra:?}: {stderr}");
     }
 }
 
@@ -175,9 +215,9 @@ async fn with_etcd_granting_the_server_signs_what_etcd_grants() {
     }
     let key = dir.path().join("signing.key");
     keygen(&key, 2, "hmac-sha256");
-    let public = dir.path().join("signing.key.pub");
+    // HMAC: the secret signs and checks; there is no .pub.
     let flags = ["--locks", "etcd", "--etcd-endpoints", &etcd, "--signing-key", key.to_str().unwrap()];
-    let flags = [&flags[..], &["--verify-keys", public.to_str().unwrap()]].concat();
+    let flags = [&flags[..], &["--verify-keys", key.to_str().unwrap()]].concat();
     let mut server = ServeProcess::start_role("all", &dir.path().join("data"), &flags);
     server.ready().await;
     let base = server.base.clone();

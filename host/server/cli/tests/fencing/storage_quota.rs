@@ -2,8 +2,10 @@
 //! resource names, paths and fences as well as object bytes (empty writes
 //! with long names stop at the quota, and the file stays small), and
 //! `fencing admin retire-fences` removes the fences of empty resources while
-//! their locks' floors keep every older token out.
+//! their locks' floors keep every older token out; `fencing admin
+//! drop-floors` folds the floors the lock service has passed into one.
 
+use base64::Engine as _;
 use fencing_testkit::server::ServeProcess;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -122,4 +124,121 @@ async fn retired_fences_leave_floors_that_keep_older_tokens_out() {
     drop(server);
     let out = fencing().args(["admin", "retire-fences", "--data-dir"]).arg(dir.path().join("none")).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "a directory without a store is bad input");
+}
+
+/// The story: four rounds of writes on new resources, each with
+/// `retire-fences` and `compact`, leave floors that fill a 256 KiB quota
+/// (a 16 KiB object no longer fits). `fencing admin drop-floors` (reading
+/// the stopped lock service in the same directory) folds every floor into
+/// one store floor: the object fits again, a paused holder's old token
+/// stays refused, and a fresh grant's token is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floors_the_lock_service_has_passed_fold_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let quota = ["--max-store-bytes", "262144"];
+    let fencing = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fencing"));
+        cmd.env_remove("FENCING_DATA_DIR");
+        cmd
+    };
+    let admin = |args: &[&str]| {
+        let out = fencing().arg("admin").args(args).arg("--data-dir").arg(dir.path()).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let acquire = |base: String, lock: String| {
+        let http = http.clone();
+        async move {
+            let body = json!({"resource_id": lock, "client_id": "c", "lease_duration_ms": 100, "wait_ms": 5000});
+            let g: Value =
+                http.post(format!("{base}/v1/locks/acquire")).json(&body).send().await.unwrap().json().await.unwrap();
+            g["fencing_token"].as_u64().expect("a grant")
+        }
+    };
+    // Short resource names under long lock names: a floor costs the lock's name (212) + 49 bytes,
+    // so 960 floors take 250,560 bytes of 262,144, and each round's fences still fit beside them.
+    let name = |round: usize, i: usize| format!("{round}-{i:03}");
+    let lock = |round: usize, i: usize| format!("{round}-{i:03}-{}", "l".repeat(206));
+    let mut first_round_token = 0;
+    let mut retired = json!(null);
+    for round in 0..4 {
+        let mut server = ServeProcess::start_role("all", dir.path(), &quota);
+        server.ready().await;
+        let base = server.base.clone();
+        // Each resource its own lock: one grant shows the round's token, which every new lock starts from.
+        let token = acquire(base.clone(), lock(round, 999)).await;
+        if round == 0 {
+            first_round_token = token;
+        }
+        for i in 0..240 {
+            let (resource, lock) = (name(round, i), lock(round, i));
+            assert_eq!(write(&http, &base, &resource, &lock, token, ("/o", "PUT")).await.0, 200, "{round} {i}");
+            assert_eq!(write(&http, &base, &resource, &lock, token, ("/o", "DELETE")).await.0, 200);
+        }
+        server.kill9();
+        retired = admin(&["retire-fences"]);
+        assert_eq!(retired["floors"], json!(240 * (round + 1)), "{retired}");
+        admin(&["compact"]);
+    }
+    let floor_bytes = retired["floor_bytes"].as_u64().unwrap();
+    assert_eq!(floor_bytes, 960 * (212 + 49), "{retired}");
+    let big = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 16 << 10]);
+    let put_big = |base: String, token: u64| {
+        let http = http.clone();
+        let big = big.clone();
+        async move {
+            let body = json!({"resource_id": "big", "fencing_token": token, "write_payload":
+                {"file_path": "/big", "mutation_type": "PUT", "bytes": big}});
+            let resp = http.post(format!("{base}/v1/storage/write")).json(&body).send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    {
+        let mut server = ServeProcess::start_role("all", dir.path(), &quota);
+        server.ready().await;
+        let token = acquire(server.base.clone(), "big".into()).await;
+        let (status, body) = put_big(server.base.clone(), token).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (507, Some("quota_exceeded")),
+            "floors fill the quota: {body}"
+        );
+        server.kill9();
+    }
+
+    let dropped = admin(&["drop-floors"]);
+    assert_eq!(
+        (&dropped["floors_before"], &dropped["floors_dropped"], &dropped["floors_after"]),
+        (&json!(960), &json!(960), &json!(1)),
+        "{dropped}"
+    );
+    assert!(dropped["floor_bytes_after"].as_u64().unwrap() < 1024, "{dropped}");
+    // The rounds' probe leases, killed with their servers, are restored at the next start with lower tokens.
+    let listed = dropped["held_leases_below_store_floor"].as_array().expect("the restored leases listed");
+    assert!(listed.iter().any(|l| l == &json!(lock(0, 999))), "{dropped}");
+    println!("floors: {} bytes in 960 floors, {} bytes after drop-floors", floor_bytes, dropped["floor_bytes_after"]);
+    // Each offline command is in the operators' audit log, as the routes are: the four rounds'
+    // retire-fences and compact and then drop-floors, each requested before it ran and done with its report.
+    let audit = fencing_server::http::audit::read(dir.path()).unwrap();
+    let actions: Vec<_> = audit.iter().map(|r| (r["action"].as_str().unwrap(), r["phase"].as_str().unwrap())).collect();
+    assert_eq!(actions.iter().filter(|(_, phase)| *phase == "requested").count(), 9, "{actions:?}");
+    assert_eq!(actions[actions.len() - 2..], [("drop-floors", "requested"), ("drop-floors", "done")], "{actions:?}");
+    let done = audit.last().unwrap();
+    assert_eq!(done["report"]["floors_dropped"], json!(960), "{done}");
+    assert!(done["uid"].is_u64() && done["at"].is_string(), "{done}");
+
+    let mut server = ServeProcess::start_role("all", dir.path(), &quota);
+    server.ready().await;
+    let base = server.base.clone();
+    let token = acquire(base.clone(), "big".into()).await;
+    assert_eq!(put_big(base.clone(), token).await.0, 200, "the room the floors took is back");
+    // A paused holder of a first-round token is still refused on its resource.
+    let (old, old_lock) = (name(0, 7), lock(0, 7));
+    let (status, body) = write(&http, &base, &old, &old_lock, first_round_token, ("/o", "PUT")).await;
+    assert_eq!((status, body["reason"].as_str()), (409, Some("stale_token")), "{body}");
+    // A fresh grant for that lock is above every floor.
+    let fresh = acquire(base.clone(), old_lock.clone()).await;
+    assert_eq!(write(&http, &base, &old, &old_lock, fresh, ("/o", "PUT")).await.0, 200);
+    drop(server);
 }

@@ -22,10 +22,17 @@
 //!   duration), so no lease from before the restart can still be running
 //!   when the lock is next granted. Locks the journal does not hold are free
 //!   at once.
-//! - A data directory whose clock survived but whose journal is missing
-//!   (deleted, or lost with its disk) holds no record of its leases: every
-//!   acquisition waits out the longest lease ever granted (the clock keeps
-//!   it durable before any such lease is granted).
+//! - A lease journal that does not read back whole (emptied, cut short,
+//!   overwritten), or a missing one in a directory whose clock says leases
+//!   were granted, cannot say which leases are held: the service refuses to
+//!   start ([`OpenError::LeasesUnknown`], naming the recovery command),
+//!   never reads it as "no leases". `fencing admin recover-leases` then
+//!   writes a journal that makes the next start grant nothing until the
+//!   longest lease ever granted has run out (the clock keeps it durable
+//!   before any such lease is granted), and that wait survives a restart.
+//! - A missing clock in a directory whose journal shows the service ran
+//!   there would start tokens again from zero: refused too
+//!   ([`OpenError::ClockMissing`]).
 //! - Leases expire on `Instant` (monotonic), never on wall time.
 //! - Waiters are served first come, first served: a lock that becomes free is
 //!   granted only to the head of its queue; a waiter that gives up or whose
@@ -115,6 +122,27 @@ pub enum OpenError {
     Clock(#[from] ClockError),
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// The journal is missing or not whole: which leases are held is unknown.
+    #[error(
+        "{problem}, so the lock service cannot tell which leases are held (leases of up to {max_lease_ms} ms \
+         have been granted here); it will not start and guess. Keep a copy of the data directory if you want \
+         to look into it, then start over waiting out every lease that may be held (the first grant waits \
+         {max_lease_ms} ms; tokens stay above every one handed out): \
+         fencing admin recover-leases --data-dir {}",
+        crate::secrets::shell_quote(dir)
+    )]
+    LeasesUnknown { dir: PathBuf, problem: String, max_lease_ms: u64 },
+    /// The clock is missing where the journal shows the service ran.
+    #[error(
+        "the generation clock {}/locks-clock is missing, but the lease journal beside it shows this lock \
+         service has granted leases here: started now, it would hand out tokens from 1 again, below tokens \
+         already given out. Recreate it above every token this service has handed out (the highest high_water \
+         your storage shows for its resources will do), keeping the journal's leases: \
+         fencing admin bump-tokens --data-dir {} --to <TOKEN> --keep-leases",
+        dir.display(),
+        crate::secrets::shell_quote(dir)
+    )]
+    ClockMissing { dir: PathBuf },
 }
 
 /// The embedded lock service. Clones share state.
@@ -127,6 +155,9 @@ impl EmbeddedLocks {
     /// Opens the service: reads the clock, restores the journal's leases and reserves the first range.
     pub fn open(cfg: EmbeddedConfig, metrics: LockMetrics) -> Result<EmbeddedLocks, OpenError> {
         let (clock, previous) = GenerationClock::open(cfg.data_dir.as_deref())?;
+        if let Some(dir) = &cfg.data_dir {
+            check_state_files(dir, previous)?;
+        }
         let base = previous.ceiling;
         let chunk = cfg.reserve_chunk.max(1);
         let durable = clock.advance(base.saturating_add(chunk), previous.max_lease_ms)?;
@@ -134,25 +165,32 @@ impl EmbeddedLocks {
         let (journal, restored) = match &cfg.data_dir {
             None => (None, Vec::new()),
             Some(dir) => {
-                if !dir.join(crate::journal::JOURNAL_FILE).exists() && previous.max_lease_ms > 0 {
-                    grace_until += Duration::from_millis(previous.max_lease_ms);
-                    tracing::info!(
-                        grace_ms = previous.max_lease_ms,
-                        "the lease journal is missing: waiting out the longest lease ever granted"
-                    );
-                }
                 let options = JournalOptions {
                     background_grants: cfg.background_grants,
                     boot_id: cfg.boot_id.clone(),
                     bound_decay: cfg.bound_decay,
                 };
-                let (journal, opened) = Journal::open(dir, options)?;
+                let (journal, opened) = Journal::open(dir, options).map_err(|e| match e {
+                    JournalError::NotWhole { path, problem } => OpenError::LeasesUnknown {
+                        dir: dir.clone(),
+                        problem: format!("the lease journal {} {problem}", path.display()),
+                        max_lease_ms: previous.max_lease_ms,
+                    },
+                    JournalError::Corrupt { path, offset, detail } => OpenError::LeasesUnknown {
+                        dir: dir.clone(),
+                        problem: format!("the lease journal {} is corrupt at byte {offset} ({detail})", path.display()),
+                        max_lease_ms: previous.max_lease_ms,
+                    },
+                    e => OpenError::Journal(e),
+                })?;
                 if opened.grace_ms > 0 {
-                    grace_until = grace_until.max(Instant::now() + Duration::from_millis(opened.grace_ms));
+                    // The journal's own deadline: it writes `WAIT 0` from that moment.
+                    grace_until = grace_until.max(opened.grace_until);
                     tracing::warn!(
                         grace_ms = opened.grace_ms,
-                        "the machine restarted since the lease journal was written and grants were answered \
-                         ahead of their sync: waiting out the longest such lease"
+                        "leases this service cannot see may still be running (a recovered lease journal, or grants \
+                         answered ahead of their sync before the machine restarted): no lock the journal does not \
+                         hold is granted until they have run out"
                     );
                 }
                 (Some(journal), opened.leases)
@@ -193,6 +231,28 @@ impl EmbeddedLocks {
     pub fn held(&self) -> usize {
         self.inner.held.load(Ordering::Acquire)
     }
+}
+
+/// Refuses to open on state files that cannot be trusted: a journal
+/// missing where the clock says leases were granted, a clock missing where
+/// a journal shows the service ran. (A journal that is there but not whole
+/// is refused by its replay.)
+fn check_state_files(dir: &std::path::Path, previous: crate::ClockState) -> Result<(), OpenError> {
+    use crate::clock::CLOCK_FILE;
+    use crate::journal::JOURNAL_FILE;
+    let journal = dir.join(JOURNAL_FILE);
+    let clock_exists = dir.join(CLOCK_FILE).exists();
+    if !clock_exists && journal.metadata().is_ok_and(|m| m.len() > 0) {
+        return Err(OpenError::ClockMissing { dir: dir.to_path_buf() });
+    }
+    if clock_exists && previous.max_lease_ms > 0 && !journal.exists() {
+        return Err(OpenError::LeasesUnknown {
+            dir: dir.to_path_buf(),
+            problem: format!("the lease journal {} is missing", journal.display()),
+            max_lease_ms: previous.max_lease_ms,
+        });
+    }
+    Ok(())
 }
 
 impl LockService for EmbeddedLocks {

@@ -27,6 +27,14 @@
 //!   record that is short or fails its checksum, which can only belong to a
 //!   batch that was never synced, hence never acknowledged, and the file is
 //!   rewritten without it before anything else is appended;
+//! - a file that does not read back whole (`format.rs`: emptied, cut short,
+//!   overwritten) is refused ([`JournalError::NotWhole`]), never read as "no
+//!   leases": the service does not start on it;
+//! - a wait a start imposes (leases it cannot see may be running: grants
+//!   answered ahead of their sync before the machine restarted, or a
+//!   journal an operator recovered) is written into the file (`WAIT`), so a
+//!   restart before it runs out waits again; once it has run out the syncer
+//!   writes `WAIT 0`;
 //! - a failed write is zeroed in the file ([`RecordFile`]) and its caller
 //!   gets the error; later records start again where it started, so a full
 //!   disk fails writes while it lasts and never leaves a torn record in the
@@ -74,7 +82,7 @@ mod format;
 mod syncer;
 
 use crate::records::RecordFile;
-use format::{encode, encode_bound, replay};
+use format::{encode, encode_bound, encode_wait, replay};
 use std::collections::VecDeque;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -125,6 +133,8 @@ pub enum JournalError {
     Io { path: PathBuf, message: String, kind: std::io::ErrorKind },
     #[error("lease journal {path} is corrupt at byte {offset}: {detail}")]
     Corrupt { path: PathBuf, offset: u64, detail: String },
+    #[error("lease journal {path} {problem}")]
+    NotWhole { path: PathBuf, problem: String },
     #[error("lease journal writer stopped")]
     Stopped,
 }
@@ -182,6 +192,8 @@ struct State {
     /// The syncer is waiting on [`Shared::wake`].
     syncer_idle: bool,
     closed: bool,
+    /// Until when the file's `WAIT` holds (none once `WAIT 0` is written).
+    wait_until: Option<Instant>,
 }
 
 /// What arrives while the file is being rewritten.
@@ -216,8 +228,11 @@ pub struct Opened {
     /// The leases held when the file was last written.
     pub leases: Vec<LeaseRecord>,
     /// How long a lock the file does not hold must wait before it is granted:
-    /// non-zero only after the machine restarted under background grants.
+    /// non-zero after the machine restarted under background grants, or
+    /// while a wait written into the file (`WAIT`) holds.
     pub grace_ms: u64,
+    /// When that wait ends: the moment the journal writes `WAIT 0`.
+    pub grace_until: Instant,
 }
 
 /// The kernel's id of this boot of the machine, if it has one.
@@ -232,9 +247,12 @@ impl Journal {
     /// file is rewritten with exactly those leases before the syncer starts.
     pub fn open(dir: &Path, options: JournalOptions) -> Result<(Journal, Opened), JournalError> {
         let path = dir.join(JOURNAL_FILE);
-        let replayed = replay(&path)?;
+        let replayed = replay(&path)?.unwrap_or_default();
         let grace_ms = replayed.grace_ms(options.boot_id.as_deref());
+        let grace_until = Instant::now() + Duration::from_millis(grace_ms);
+        let wait_until = (grace_ms > 0).then_some(grace_until);
         let mut syncer = Syncer::new(dir, &options, &replayed.leases);
+        syncer.wait_until = wait_until;
         // The rewrite's temporary file replaces (truncates) any a crash left.
         // A rewrite that fails leaves none behind (the journal itself is only
         // ever replaced by a rename, so it is intact) and, on a full disk,
@@ -269,6 +287,7 @@ impl Journal {
             buf: Vec::new(),
             syncer_idle: false,
             closed: false,
+            wait_until,
         };
         let shared = Arc::new(Shared { path, state: Mutex::new(state), wake: Condvar::new() });
         let for_syncer = shared.clone();
@@ -279,7 +298,32 @@ impl Journal {
                 syncer.run(&for_syncer)
             })
             .map_err(|e| io_error(&shared.path, &e))?;
-        Ok((Journal { shared, syncer: Some(thread) }, Opened { leases: replayed.leases, grace_ms }))
+        Ok((Journal { shared, syncer: Some(thread) }, Opened { leases: replayed.leases, grace_ms, grace_until }))
+    }
+
+    /// Replaces the journal in `dir` (no service may have it open) with one
+    /// that holds no lease and makes the next start grant no lock until
+    /// `wait_ms` have passed: what an operator writes once the journal is
+    /// lost or cannot be read (`fencing admin recover-leases`).
+    pub fn write_recovery(dir: &Path, wait_ms: u64) -> Result<(), JournalError> {
+        let mut syncer = Syncer::new(dir, &JournalOptions::default(), &[]);
+        syncer.wait_until = (wait_ms > 0).then(|| Instant::now() + Duration::from_millis(wait_ms));
+        syncer.fill(None, 0).map(drop)
+    }
+
+    /// The leases the journal in `dir` holds (no service may have it open):
+    /// none when there is no file; an error when it does not read back whole.
+    pub fn leases_in(dir: &Path) -> Result<Vec<LeaseRecord>, JournalError> {
+        Ok(replay(&dir.join(JOURNAL_FILE))?.map(|r| r.leases).unwrap_or_default())
+    }
+
+    /// Whether the journal in `dir` reads back whole (a missing one does not).
+    pub fn reads_whole(dir: &Path) -> Result<bool, JournalError> {
+        match replay(&dir.join(JOURNAL_FILE)) {
+            Ok(found) => Ok(found.is_some()),
+            Err(JournalError::NotWhole { .. } | JournalError::Corrupt { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Appends `change`; the receiver resolves once it is synced.
@@ -366,6 +410,22 @@ impl Drop for Journal {
 }
 
 impl State {
+    /// Once the start's wait has run out: writes `WAIT 0` (synced by the
+    /// syncer within [`IDLE_SYNC`]), so a later start does not wait again.
+    /// Returns whether it wrote it.
+    fn end_wait(&mut self, now: Instant) -> bool {
+        if self.wait_until.is_none_or(|until| now < until) || self.rewriting.is_some() {
+            return false;
+        }
+        self.buf.clear();
+        encode_wait(0, &mut self.buf);
+        if self.file.write(&self.buf).is_err() {
+            return false; // Tried again at the syncer's next round; meanwhile the file asks for a wait.
+        }
+        self.wait_until = None;
+        true
+    }
+
     /// A `BOUND` record that did not reach the file (or its sync) does not count.
     fn forget_pending_bound(&mut self) {
         self.pending_bound = None;
@@ -467,7 +527,7 @@ mod tests {
         j.append(Change::Hold(held("a", 1, 90_000))).await.unwrap().unwrap();
         j.append(Change::Hold(held("b", 2, 30_000))).await.unwrap().unwrap();
         let copy = snapshot(dir.path());
-        let replayed = replay(&copy.path().join(JOURNAL_FILE)).unwrap();
+        let replayed = replay(&copy.path().join(JOURNAL_FILE)).unwrap().unwrap();
         assert_eq!(sorted(replayed.leases.clone()), vec![held("a", 1, 90_000), held("b", 2, 30_000)]);
         assert_eq!((replayed.bound_ms, replayed.closed), (90_000, false));
         // A process that was killed: the same boot, nothing lost, no wait.
@@ -479,7 +539,7 @@ mod tests {
         assert_eq!((opened.grace_ms, opened.leases.len()), (90_000, 2));
         // A clean stop syncs everything and says so: no wait even on a new boot.
         drop(j);
-        let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap();
+        let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap().unwrap();
         assert!(replayed.closed);
         assert_eq!(replayed.grace_ms(Some("boot-2")), 0);
         // A reopened journal starts a new bound; each-grant journals never write one.
@@ -487,13 +547,13 @@ mod tests {
             Journal::open(dir.path(), JournalOptions { background_grants: false, ..background("boot-2") }).unwrap();
         assert_eq!((opened.grace_ms, opened.leases.len()), (0, 2));
         j.append(Change::Hold(held("c", 3, 120_000))).await.unwrap().unwrap();
-        let replayed = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap();
+        let replayed = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap().unwrap();
         assert_eq!((replayed.bound_ms, replayed.grace_ms(Some("boot-3"))), (0, 0));
     }
 
     /// The wait a start under another boot would impose, were the machine to stop now.
     fn grace_after_a_power_loss(dir: &Path) -> u64 {
-        replay(&snapshot(dir).path().join(JOURNAL_FILE)).unwrap().grace_ms(Some("boot-2"))
+        replay(&snapshot(dir).path().join(JOURNAL_FILE)).unwrap().unwrap().grace_ms(Some("boot-2"))
     }
 
     #[tokio::test]
@@ -512,7 +572,7 @@ mod tests {
         assert!(j.shared.lock().lower_bound(at));
         assert_eq!(grace_after_a_power_loss(dir.path()), 10_000);
         // Both leases are in the file: the long one is restored, not waited out.
-        let mut names: Vec<_> = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap().leases;
+        let mut names: Vec<_> = replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap().unwrap().leases;
         names.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(names, vec![held("long", 1, HOUR), held("short", 2, 10_000)]);
         // A lease above the lowered bound is not answered ahead: it raises the bound again.
@@ -555,7 +615,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         drop(j);
-        assert!(replay(&dir.path().join(JOURNAL_FILE)).unwrap().closed);
+        assert!(replay(&dir.path().join(JOURNAL_FILE)).unwrap().unwrap().closed);
     }
 
     /// Whether some thread of this process named like the syncer runs
@@ -595,7 +655,7 @@ mod tests {
         release.await.unwrap().unwrap();
         grant.await.unwrap().unwrap();
         drop(j);
-        let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap();
+        let replayed = replay(&dir.path().join(JOURNAL_FILE)).unwrap().unwrap();
         assert_eq!(replayed.leases, vec![held("b", 2, 60_000)]);
         assert_eq!(replayed.boot.as_deref(), Some("boot-1"));
     }
@@ -652,7 +712,7 @@ mod tests {
         // What a process killed now leaves behind: the file as the kernel has it.
         let copy = tempfile::tempdir().unwrap();
         fs::copy(dir.path().join(JOURNAL_FILE), copy.path().join(JOURNAL_FILE)).unwrap();
-        assert_eq!(replay(&copy.path().join(JOURNAL_FILE)).unwrap().leases, vec![rec("b", 2, 6)]);
+        assert_eq!(replay(&copy.path().join(JOURNAL_FILE)).unwrap().unwrap().leases, vec![rec("b", 2, 6)]);
     }
 
     #[tokio::test]
@@ -675,34 +735,128 @@ mod tests {
         assert_eq!(restored, vec![rec("kept", 1, 1)]);
     }
 
+    /// A journal file as the service writes one: `BOOT`, `records`, zeros to a whole block.
+    fn journal_bytes(records: &[Change], tail: &[u8]) -> (Vec<u8>, usize) {
+        let mut bytes = Vec::new();
+        format::encode_boot("boot-1", &mut bytes);
+        for c in records {
+            encode(c, &mut bytes);
+        }
+        let good = bytes.len();
+        bytes.extend_from_slice(tail);
+        bytes.resize(PREALLOCATE_BYTES as usize, 0);
+        (bytes, good)
+    }
+
     #[test]
     fn a_torn_tail_is_dropped_and_corruption_stops() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(JOURNAL_FILE);
-        let mut bytes = Vec::new();
-        encode(&Change::Hold(rec("a", 1, 5)), &mut bytes);
-        let good = bytes.len();
-        encode(&Change::Hold(rec("b", 2, 6)), &mut bytes);
-        fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let mut torn = Vec::new();
+        encode(&Change::Hold(rec("b", 2, 6)), &mut torn);
+        torn.truncate(torn.len() - 3);
+        let (bytes, _) = journal_bytes(&[Change::Hold(rec("a", 1, 5))], &torn);
+        fs::write(&path, &bytes).unwrap();
         let (j, restored) = open(dir.path());
         assert_eq!(restored, vec![rec("a", 1, 5)]);
-        // The rewrite dropped the torn record: zeros follow the good one.
+        // The rewrite dropped the torn record: zeros follow the good ones
+        // (the rewrite's own `BOOT`, without a boot id, and the lease).
+        let mut kept = Vec::new();
+        format::encode_boot("", &mut kept);
+        encode(&Change::Hold(rec("a", 1, 5)), &mut kept);
+        let good = kept.len();
         let rewritten = fs::read(&path).unwrap();
         assert_eq!(records_len(&rewritten), good);
         assert!(rewritten[good..].iter().all(|&b| b == 0) && rewritten.len() > good);
         // A clean stop ends the file with its mark.
         drop(j);
-        assert!(replay(&path).unwrap().closed);
+        assert!(replay(&path).unwrap().unwrap().closed);
         // A checksummed record of an unknown kind is corruption.
         let mut bad = Vec::new();
         encode(&Change::Release { name: "a".into(), lease: 1 }, &mut bad);
         bad[8] = 77;
         let crc = crc32fast::hash(&bad[8..]);
         bad[4..8].copy_from_slice(&crc.to_le_bytes());
-        fs::write(&path, &bad).unwrap();
+        let (bytes, at) = journal_bytes(&[], &bad);
+        fs::write(&path, &bytes).unwrap();
         assert!(matches!(
             Journal::open(dir.path(), JournalOptions::default()),
-            Err(JournalError::Corrupt { offset: 0, .. })
+            Err(JournalError::Corrupt { offset, .. }) if offset == at as u64
         ));
+    }
+
+    /// Whether opening `bytes` as the journal is refused as not whole, and the problem named.
+    fn refused(bytes: &[u8]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(JOURNAL_FILE), bytes).unwrap();
+        match Journal::open(dir.path(), JournalOptions::default()) {
+            Err(JournalError::NotWhole { problem, .. }) => problem,
+            Err(e) => panic!("refused otherwise: {e}"),
+            Ok((_, opened)) => panic!("opened with {} leases", opened.leases.len()),
+        }
+    }
+
+    /// An emptied file, random bytes of a block's length or another one, a
+    /// file cut inside a record or at a record's end, a file of zeros: each
+    /// is refused, none read as "no leases".
+    #[test]
+    fn a_journal_that_does_not_read_back_whole_is_refused() {
+        let (whole, good) = journal_bytes(&[Change::Hold(rec("a", 1, 5)), Change::Hold(rec("b", 2, 6))], &[]);
+        assert!(refused(&[]).contains("is empty"));
+        let random: Vec<u8> = (0..PREALLOCATE_BYTES).map(|_| rand::random::<u8>()).collect();
+        assert!(refused(&random).contains("does not begin with"));
+        assert!(refused(&random[..1000]).contains("not a whole number"));
+        assert!(refused(&vec![0; PREALLOCATE_BYTES as usize]).contains("does not begin with"));
+        assert!(refused(&whole[..good - 5]).contains("not a whole number"), "cut inside a record");
+        assert!(refused(&whole[..good]).contains("not a whole number"), "cut at a record's end");
+        // Cut at a block's end inside a record: the record runs past the file.
+        let mut long = Vec::new();
+        format::encode_boot("boot-1", &mut long);
+        let filler = LeaseRecord { client_id: "c".repeat(1000), ..rec("x", 9, 9) };
+        while long.len() < PREALLOCATE_BYTES as usize {
+            encode(&Change::Hold(filler.clone()), &mut long);
+        }
+        let cut = &long[..PREALLOCATE_BYTES as usize];
+        assert!(refused(cut).contains("ends inside a record"), "{}", refused(cut));
+        // A record of another kind first: not a journal the service wrote.
+        let mut other = Vec::new();
+        encode(&Change::Hold(rec("a", 1, 5)), &mut other);
+        other.resize(PREALLOCATE_BYTES as usize, 0);
+        assert!(refused(&other).contains("does not begin with"));
+        // The whole file opens, with its leases.
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(JOURNAL_FILE), &whole).unwrap();
+        assert_eq!(sorted(open(dir.path()).1), vec![rec("a", 1, 5), rec("b", 2, 6)]);
+        // And what the service itself writes is whole, with or without a boot id.
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path()));
+        assert!(Journal::reads_whole(dir.path()).unwrap());
+    }
+
+    /// A start's wait is in the file: a restart before it ran out waits
+    /// again, and once it has, `WAIT 0` ends it for every later start.
+    #[tokio::test]
+    async fn a_starts_wait_survives_a_restart_until_it_runs_out() {
+        let dir = tempfile::tempdir().unwrap();
+        Journal::write_recovery(dir.path(), 600_000).unwrap();
+        let (j, opened) = Journal::open(dir.path(), background("boot-1")).unwrap();
+        assert_eq!((opened.grace_ms, opened.leases.len()), (600_000, 0));
+        // Killed during the wait (the file as the kernel has it): the next start waits again, on the same boot too.
+        let copy = snapshot(dir.path());
+        let (_, again) = Journal::open(copy.path(), background("boot-1")).unwrap();
+        assert!(again.grace_ms > 590_000 && again.grace_ms <= 600_000, "{}", again.grace_ms);
+        drop(j);
+        // A wait that ran out is ended in the file by the syncer (here: a short one, polled).
+        Journal::write_recovery(dir.path(), 50).unwrap();
+        let (j, opened) = Journal::open(dir.path(), background("boot-1")).unwrap();
+        assert_eq!(opened.grace_ms, 50);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while replay(&snapshot(dir.path()).path().join(JOURNAL_FILE)).unwrap().unwrap().wait_ms != 0 {
+            assert!(Instant::now() < deadline, "the wait was never ended in the file");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (_, after) = Journal::open(snapshot(dir.path()).path(), background("boot-1")).unwrap();
+        assert_eq!(after.grace_ms, 0);
+        drop(j);
     }
 }

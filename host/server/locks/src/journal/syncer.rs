@@ -5,7 +5,7 @@
 //! `journal/mod.rs`).
 
 use super::failures::Failures;
-use super::format::{encode, encode_boot, encode_bound, encode_closed, record_len};
+use super::format::{encode, encode_boot, encode_bound, encode_closed, encode_wait, record_len};
 use super::{
     Ack, COMPACT_MIN_BYTES, Change, Held, IDLE_SYNC, JOURNAL_FILE, JournalError, JournalOptions, LeaseRecord,
     PREALLOCATE_BYTES, Shared, io_error,
@@ -42,6 +42,9 @@ pub(super) struct Syncer {
     /// Failed syncs and rewrites since their last success (logging, and the rewrite's backoff).
     sync_failures: Failures,
     rewrite_failures: Failures,
+    /// Until when a start's wait holds: written (`WAIT`) into every file
+    /// rewritten before then.
+    pub(super) wait_until: Option<Instant>,
 }
 
 /// After a failed rewrite, the next is tried no sooner than this (not at every sync).
@@ -64,6 +67,7 @@ impl Syncer {
             handle: None,
             sync_failures: Failures::default(),
             rewrite_failures: Failures::default(),
+            wait_until: None,
         }
     }
 
@@ -72,11 +76,16 @@ impl Syncer {
             let (upto, changes, closing) = {
                 let mut st = shared.lock();
                 loop {
-                    st.lower_bound(Instant::now());
+                    let now = Instant::now();
+                    st.lower_bound(now);
+                    st.end_wait(now);
                     if !st.awaiting.is_empty() || st.closed {
                         break;
                     }
                     st.syncer_idle = true;
+                    // Wakes to lower the bound, or to end the start's wait, once due.
+                    let bound_due = (st.background && st.bound_written > 0).then_some(st.lower_at);
+                    let due = bound_due.into_iter().chain(st.wait_until).min();
                     if st.file.unsynced() {
                         let (g, waited) =
                             shared.wake.wait_timeout(st, IDLE_SYNC).unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -85,9 +94,8 @@ impl Syncer {
                         if waited.timed_out() {
                             break;
                         }
-                    } else if st.background && st.bound_written > 0 {
-                        // Wakes to lower the bound once it is due.
-                        let due = st.lower_at.saturating_duration_since(Instant::now());
+                    } else if let Some(due) = due {
+                        let due = due.saturating_duration_since(Instant::now());
                         st = shared.wake.wait_timeout(st, due).unwrap_or_else(std::sync::PoisonError::into_inner).0;
                         st.syncer_idle = false;
                     } else {
@@ -218,6 +226,7 @@ impl Syncer {
         let (changes, bound) = {
             let mut st = shared.lock();
             st.rewriting.get_or_insert_with(Held::default);
+            self.wait_until = st.wait_until;
             (std::mem::take(&mut st.changes), st.bound_written)
         };
         // Every change written to the old file is in `changes` or applied already.
@@ -287,18 +296,22 @@ impl Syncer {
     /// expire is dropped: the service, whose clock started each lease before
     /// the syncer's, saw it expire first.
     ///
-    /// The file starts with this boot's id and `bound` (the `BOUND` that
-    /// grants answered ahead of their sync rely on).
+    /// The file starts with this boot's id (empty if unknown), `bound` (the
+    /// `BOUND` that grants answered ahead of their sync rely on) and, while
+    /// the start's wait holds, a `WAIT` for what is left of it.
     pub(super) fn fill(&mut self, prepared: Option<RecordFile>, bound: u64) -> Result<RecordFile, JournalError> {
         let now = Instant::now();
         self.live.retain(|_, l| l.expires > now);
         self.live_bytes = self.live.values().map(|l| record_len(&l.record) as u64).sum();
         let mut buf = Vec::with_capacity(self.live_bytes as usize + 64);
-        if let Some(boot) = &self.boot_id {
-            encode_boot(boot, &mut buf);
-        }
+        encode_boot(self.boot_id.as_deref().unwrap_or(""), &mut buf);
         if bound > 0 {
             encode_bound(bound, &mut buf);
+        }
+        if let Some(left) = self.wait_until.map(|until| until.saturating_duration_since(now))
+            && !left.is_zero()
+        {
+            encode_wait(left.as_micros().div_ceil(1000) as u64, &mut buf);
         }
         for l in self.live.values() {
             encode(&Change::Hold(l.record.clone()), &mut buf);

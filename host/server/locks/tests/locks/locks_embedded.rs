@@ -1,7 +1,8 @@
 //! The embedded lock service in process: expiry, FIFO waiting, wrong and
 //! expired lease ids, re-entry by lease id only, token modes, leases and
 //! tokens across reopen, background grants after a kill and after a new
-//! boot (and their bound's fall), the held-lease cap.
+//! boot (and their bound's fall), the held-lease cap, and a lease journal
+//! lost or damaged (refused, then recovered by waiting out every lease).
 
 use fencing_api::wire::locks::{AcquireRequest, Grant, HeldReason, LeaseRef};
 use fencing_base::telemetry::Metrics;
@@ -261,25 +262,95 @@ async fn reopen_restores_held_leases_frees_released_ones_and_keeps_tokens_rising
     assert_eq!(s.status("held".into()).await.unwrap().fencing_token, Some(next.fencing_token));
 }
 
+/// What a start on `dir` says when it refuses: the message, or `None` if it opened.
+fn refusal(cfg: &EmbeddedConfig) -> Option<String> {
+    EmbeddedLocks::open(cfg.clone(), LockMetrics::register(&Metrics::new())).err().map(|e| e.to_string())
+}
+
+/// A lease journal emptied, filled with random bytes, cut short or removed
+/// while a lease is held: the service refuses to start and names the
+/// recovery; once recovered it grants nothing until the longest lease ever
+/// granted has run out (a restart during the wait waits again), and its
+/// tokens stay above every one handed out.
 #[tokio::test]
-async fn a_directory_without_a_journal_waits_out_old_leases_once() {
+async fn a_journal_that_cannot_be_read_back_whole_is_never_taken_for_no_leases() {
+    use fencing_locks::{JOURNAL_FILE, recover_leases};
+    type Damage = fn(&std::path::Path);
+    let damages: [(&str, Damage); 4] = [
+        ("emptied", |p| std::fs::write(p, b"").unwrap()),
+        ("random bytes", |p| {
+            let len = std::fs::metadata(p).unwrap().len();
+            std::fs::write(p, (0..len).map(|_| rand::random::<u8>()).collect::<Vec<_>>()).unwrap()
+        }),
+        ("truncated", |p| {
+            let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(40).unwrap();
+        }),
+        ("missing", |p| std::fs::remove_file(p).unwrap()),
+    ];
+    for (what, damage) in damages {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EmbeddedConfig { data_dir: Some(dir.path().into()), ..EmbeddedConfig::default() };
+        let s = service(cfg.clone());
+        // A lease held for 600 ms (10 minutes in the story; short here), and a longer one granted earlier.
+        let long = grant(&s, req("long", "c", 900, None)).await;
+        s.release(lease(&long)).await.unwrap();
+        let held = grant(&s, req("k", "holder", 600, None)).await;
+        drop(s);
+        damage(&dir.path().join(JOURNAL_FILE));
+        let message = refusal(&cfg).unwrap_or_else(|| panic!("{what}: started on a journal it cannot read"));
+        let command = format!("fencing admin recover-leases --data-dir {}", dir.path().display());
+        assert!(message.contains(&command), "{what}: {message}");
+        assert!(message.contains("leases of up to 900 ms"), "{what}: {message}");
+        // Still refused on a second try: nothing was rewritten meanwhile.
+        assert!(refusal(&cfg).is_some(), "{what}: the second start");
+
+        let recovered = recover_leases(dir.path()).unwrap();
+        assert_eq!(recovered.first_grant_waits_ms, 900, "{what}");
+        assert_eq!(recovered.journal_kept_as.is_some(), what != "missing", "{what}");
+        let t0 = Instant::now();
+        let s = service(cfg.clone());
+        match s.acquire(req("k", "second", 600, None)).await.unwrap() {
+            Acquired::Refused(r) => assert_eq!(r.reason, HeldReason::GracePeriod, "{what}"),
+            other => panic!("{what}: granted while the old lease may be held: {other:?}"),
+        }
+        // A restart during the wait waits again (the wait is in the new journal).
+        drop(s);
+        let s = service(cfg.clone());
+        assert!(matches!(s.acquire(req("other", "c", 600, None)).await.unwrap(), Acquired::Refused(_)), "{what}");
+        let g = grant(&s, req("k", "second", 600, Some(5_000))).await;
+        assert!(t0.elapsed() >= Duration::from_millis(900), "{what}: granted after {:?}", t0.elapsed());
+        assert!(
+            g.fencing_token > held.fencing_token && g.fencing_token > long.fencing_token,
+            "{what}: tokens went back"
+        );
+        // Once the wait has run out, the file says so: a restart grants at once.
+        drop(s);
+        let s = service(cfg.clone());
+        assert!(matches!(s.acquire(req("fresh", "c", 100, None)).await.unwrap(), Acquired::Granted(_)), "{what}");
+    }
+}
+
+/// Recovery refuses a journal that reads back whole (its leases would be
+/// thrown away), and a directory whose clock is gone is refused at start:
+/// its tokens would begin again from 1.
+#[tokio::test]
+async fn recovery_needs_a_reason_and_a_lost_clock_stops_the_service() {
+    use fencing_locks::{CLOCK_FILE, recover_leases, recreate_clock};
     let dir = tempfile::tempdir().unwrap();
     let cfg = EmbeddedConfig { data_dir: Some(dir.path().into()), ..EmbeddedConfig::default() };
     let s = service(cfg.clone());
-    grant(&s, req("k", "c", 300, None)).await;
+    let held = grant(&s, req("k", "c", 60_000, None)).await;
     drop(s);
-    // As a version without the journal would have left it: a clock and no journal.
-    std::fs::remove_file(dir.path().join(fencing_locks::JOURNAL_FILE)).unwrap();
-    // The grace period is counted from the open, so the clock starts before it.
-    let t0 = Instant::now();
-    let s = reopen(&cfg).await;
-    match s.acquire(req("k", "c", 300, None)).await.unwrap() {
-        Acquired::Refused(r) => assert_eq!(r.reason, HeldReason::GracePeriod),
-        other => panic!("granted during the grace period: {other:?}"),
-    }
-    let g = grant(&s, req("k", "c", 300, Some(1000))).await;
-    assert!(t0.elapsed() >= Duration::from_millis(300), "granted after {:?}", t0.elapsed());
-    assert!(g.fencing_token > 1);
+    assert!(recover_leases(dir.path()).unwrap_err().to_string().contains("reads back whole"));
+    std::fs::remove_file(dir.path().join(CLOCK_FILE)).unwrap();
+    let message = refusal(&cfg).expect("started without its clock");
+    assert!(message.contains("bump-tokens") && message.contains("--to <TOKEN> --keep-leases"), "{message}");
+    recreate_clock(dir.path(), held.fencing_token + 1_000).unwrap();
+    let s = service(cfg);
+    assert_eq!(s.status("k".into()).await.unwrap().fencing_token, Some(held.fencing_token), "the lease kept");
+    let g = grant(&s, req("new", "c", 1_000, None)).await;
+    assert!(g.fencing_token > held.fencing_token + 1_000);
 }
 
 /// Copies the data directory as the kernel has it now: what a process

@@ -63,9 +63,9 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
+        let path = known_path(e.path());
         let inner = e.into_inner();
-        let parent = if path == "." || path.is_empty() { None } else { Some(path) };
+        let parent = if path.is_empty() { None } else { Some(path) };
         let code = if inner.is_syntax() || inner.is_eof() { "malformed_json" } else { "invalid_field" };
         let message = inner.to_string();
         // A fault that is not inside any field (not JSON, not an object) is the body's.
@@ -77,6 +77,24 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()).with_field("body"))?;
     Ok(value)
+}
+
+/// The fields of `path` the decoder knew when it failed: a body cut short
+/// where a key was due has an unknown (`?`) last segment, which names
+/// nothing; what is left names where the body broke off (or nothing, and
+/// then the body itself is named).
+fn known_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut known = Vec::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Map { key } => known.push(key.clone()),
+            Segment::Seq { index } => known.push(index.to_string()),
+            Segment::Enum { variant } => known.push(variant.clone()),
+            Segment::Unknown => break,
+        }
+    }
+    known.join(".")
 }
 
 /// The offset of the first `[` outside a JSON string, if any. It runs on
@@ -163,6 +181,21 @@ mod tests {
         let e = decode_json::<Body>(br#"{"outer":{"n":7}} {"outer":{"n":8}}"#).unwrap_err();
         assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "malformed_json"));
         assert!(decode_json::<Body>(b"{\"outer\":{\"n\":7}}\n ").is_ok(), "trailing whitespace is not data");
+    }
+
+    #[test]
+    fn a_body_cut_short_names_where_it_broke_off() {
+        let field = |body: &[u8]| decode_json::<Body>(body).unwrap_err().field;
+        assert_eq!(field(br#"{"outer":{"n":"#).as_deref(), Some("outer.n"));
+        assert_eq!(field(br#"{"outer":{"n":7"#).as_deref(), Some("outer"));
+        assert_eq!(field(br#"{"outer":{"#).as_deref(), Some("outer"));
+        assert_eq!(field(br#"{"outer":{"n":7},"#).as_deref(), Some("body"));
+        assert_eq!(field(br#"{"#).as_deref(), Some("body"));
+        assert_eq!(field(br#"{"out"#).as_deref(), Some("body"));
+        for cut in 1..br#"{"outer":{"n":7}}"#.len() {
+            let e = decode_json::<Body>(&br#"{"outer":{"n":7}}"#[..cut]).unwrap_err();
+            assert!(e.field.as_deref().is_some_and(|f| !f.contains('?') && !f.is_empty()), "{cut}: {e:?}");
+        }
     }
 
     #[test]

@@ -14,10 +14,16 @@
 //!   one of its client address's `--max-waiting-per-client`;
 //! - a **spooled body** takes a spool slot for its temporary file, so every
 //!   descriptor a connection can hold is counted (`fencing serve` keeps the
-//!   slots and the connection cap together under the open-file limit).
+//!   slots and the connection cap together under the open-file limit), and
+//!   one of its client address's `--max-spooling-per-client`; a spooled body
+//!   that is also slow holds a *slow spool* slot, of which there are three
+//!   quarters of the spool slots.
 //!
-//! Long-hold slots are three quarters of the connection cap: the last quarter
-//! is left to requests that finish quickly. A request that finds no slot is
+//! Long-hold slots are three quarters of the connection cap, slow spool
+//! slots three quarters of the spool slots: the last quarter of each is left
+//! to requests that finish quickly, so clients trickling large bodies (from
+//! however many addresses) never hold every spool slot, and one address
+//! never holds more than its allowance. A request that finds no slot is
 //! answered 503 at once (`server_busy`, or `too_many_waiting` naming
 //! `wait_ms`), never queued behind the ones holding them.
 
@@ -44,8 +50,11 @@ pub const SLOW_AFTER: Duration = Duration::from_secs(1);
 pub struct Budget {
     long_holds: Arc<Semaphore>,
     spools: Arc<Semaphore>,
+    slow_spools: Arc<Semaphore>,
     waiting: Mutex<HashMap<IpAddr, usize>>,
     max_waiting_per_client: usize,
+    spooling: Mutex<HashMap<IpAddr, usize>>,
+    max_spooling_per_client: usize,
     body_min_rate: u64,
     body_grace: Duration,
 }
@@ -55,11 +64,14 @@ pub fn long_hold_slots(max_connections: usize) -> usize {
     (max_connections - max_connections / 4).max(1)
 }
 
+/// Default `--max-spooling-per-client`: spooled bodies one client address may send at once.
+pub const DEFAULT_MAX_SPOOLING_PER_CLIENT: usize = 16;
+
 impl Budget {
     /// A budget for `max_connections` connections, `spool_files` spooled
     /// bodies at once, at most `max_waiting_per_client` waiting acquisitions
-    /// per client address, bodies at `body_min_rate` bytes per second after
-    /// `body_grace`.
+    /// and [`DEFAULT_MAX_SPOOLING_PER_CLIENT`] spooled bodies per client
+    /// address, bodies at `body_min_rate` bytes per second after `body_grace`.
     pub fn new(
         max_connections: usize,
         spool_files: usize,
@@ -67,14 +79,24 @@ impl Budget {
         body_min_rate: u64,
         body_grace: Duration,
     ) -> Budget {
+        let spool_files = spool_files.max(1);
         Budget {
             long_holds: Arc::new(Semaphore::new(long_hold_slots(max_connections))),
-            spools: Arc::new(Semaphore::new(spool_files.max(1))),
+            spools: Arc::new(Semaphore::new(spool_files)),
+            slow_spools: Arc::new(Semaphore::new(long_hold_slots(spool_files))),
             waiting: Mutex::new(HashMap::new()),
             max_waiting_per_client,
+            spooling: Mutex::new(HashMap::new()),
+            max_spooling_per_client: DEFAULT_MAX_SPOOLING_PER_CLIENT,
             body_min_rate,
             body_grace,
         }
+    }
+
+    /// The same budget with at most `n` spooled bodies per client address.
+    pub fn with_max_spooling_per_client(mut self, n: usize) -> Budget {
+        self.max_spooling_per_client = n.max(1);
+        self
     }
 }
 
@@ -92,6 +114,48 @@ pub struct Slot {
     _permit: OwnedSemaphorePermit,
 }
 
+/// A spooled body's slots, given back when dropped: a spool slot, its
+/// address's allowance, and a slow spool slot once the body is slow.
+pub struct SpoolSlot {
+    peer: Peer,
+    _permit: OwnedSemaphorePermit,
+    slow: Option<OwnedSemaphorePermit>,
+}
+
+impl SpoolSlot {
+    /// The body is slow as well as spooled: it takes a slow spool slot, or
+    /// 503 `server_busy` (the last quarter is kept for bodies that arrive quickly).
+    pub fn now_slow(&mut self) -> Result<(), ApiError> {
+        if self.slow.is_none() {
+            let permit = self.peer.budget.slow_spools.clone().try_acquire_owned().map_err(|_| {
+                busy(
+                    "too many large request bodies are arriving slowly; the rest of the server's room for large \
+                     bodies is kept for ones that arrive quickly",
+                )
+            })?;
+            self.slow = Some(permit);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SpoolSlot {
+    fn drop(&mut self) {
+        release(&self.peer.budget.spooling, self.peer.ip);
+    }
+}
+
+/// Gives back one of `ip`'s places in `counts`.
+fn release(counts: &Mutex<HashMap<IpAddr, usize>>, ip: IpAddr) {
+    let mut counts = counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(n) = counts.get_mut(&ip) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&ip);
+        }
+    }
+}
+
 /// A waiting acquisition's slots, given back when dropped.
 pub struct WaitSlot {
     peer: Peer,
@@ -100,13 +164,7 @@ pub struct WaitSlot {
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
-        let mut waiting = self.peer.budget.waiting.lock().expect("budget");
-        if let Some(n) = waiting.get_mut(&self.peer.ip) {
-            *n -= 1;
-            if *n == 0 {
-                waiting.remove(&self.peer.ip);
-            }
-        }
+        release(&self.peer.budget.waiting, self.peer.ip);
     }
 }
 
@@ -114,6 +172,11 @@ impl Peer {
     /// `ip`'s requests, drawing on `budget`.
     pub fn new(budget: Arc<Budget>, ip: IpAddr) -> Peer {
         Peer { budget, ip }
+    }
+
+    /// The client's address.
+    pub fn ip(&self) -> IpAddr {
+        self.ip
     }
 
     /// The moment a body that began at `start` and has `received` bytes so
@@ -142,15 +205,31 @@ impl Peer {
         Ok(Slot { _permit: permit })
     }
 
-    /// A spool slot for a body's temporary file, or 503 `server_busy`.
-    pub fn spool(&self) -> Result<Slot, ApiError> {
+    /// The slots for a body's temporary file (a slow body's too, when
+    /// `slow`), or 503 `server_busy`: none free, or this address already
+    /// sends `--max-spooling-per-client` spooled bodies.
+    pub fn spool(&self, slow: bool) -> Result<SpoolSlot, ApiError> {
+        let mut spooling = self.budget.spooling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mine = spooling.get(&self.ip).copied().unwrap_or(0);
+        if mine >= self.budget.max_spooling_per_client {
+            return Err(busy(&format!(
+                "this client already sends {mine} large request bodies at once (--max-spooling-per-client); \
+                 retry when one has finished"
+            )));
+        }
         let permit = self
             .budget
             .spools
             .clone()
             .try_acquire_owned()
             .map_err(|_| busy("too many large request bodies are being received at once"))?;
-        Ok(Slot { _permit: permit })
+        *spooling.entry(self.ip).or_insert(0) += 1;
+        drop(spooling);
+        let mut slot = SpoolSlot { peer: self.clone(), _permit: permit, slow: None };
+        if slow {
+            slot.now_slow()?;
+        }
+        Ok(slot)
     }
 
     /// Slots for an acquisition that waits, or 503 `too_many_waiting`.
@@ -158,7 +237,7 @@ impl Peer {
         let refuse = |message: String| {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_waiting", message).with_field("wait_ms")
         };
-        let mut waiting = self.budget.waiting.lock().expect("budget");
+        let mut waiting = self.budget.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mine = waiting.get(&self.ip).copied().unwrap_or(0);
         if mine >= self.budget.max_waiting_per_client {
             return Err(refuse(format!(
@@ -217,9 +296,37 @@ mod tests {
     #[test]
     fn spool_slots_are_counted() {
         let budget = Arc::new(Budget::new(100, 2, 2, 1024, Duration::from_secs(1)));
-        let p = peer(&budget, 1);
-        let _held = (p.spool().expect("one"), p.spool().expect("two"));
-        assert_eq!(p.spool().err().map(|e| e.code), Some("server_busy"));
+        let (p, q) = (peer(&budget, 1), peer(&budget, 2));
+        let _held = (p.spool(false).expect("one"), q.spool(false).expect("two"));
+        assert_eq!(p.spool(false).err().map(|e| e.code), Some("server_busy"));
+    }
+
+    #[test]
+    fn spooled_bodies_are_bounded_per_address_and_slow_ones_leave_a_quarter() {
+        let budget = Arc::new(Budget::new(1000, 8, 2, 1024, Duration::from_secs(1)).with_max_spooling_per_client(3));
+        let a = peer(&budget, 1);
+        let mine: Vec<_> = (0..3).map(|_| a.spool(false).expect("within the address's allowance")).collect();
+        let refused = a.spool(false).err().expect("a fourth from one address");
+        assert!(refused.message.contains("--max-spooling-per-client"), "{}", refused.message);
+        assert!(peer(&budget, 2).spool(false).is_ok(), "another address has its own allowance");
+        drop(mine);
+        assert!(a.spool(false).is_ok(), "a finished body gives its place back");
+        // Slow spooled bodies from many addresses hold at most 6 of the 8 slots.
+        let budget = Arc::new(Budget::new(1000, 8, 2, 1024, Duration::from_secs(1)));
+        let mut slow = Vec::new();
+        for last in 10..20 {
+            let mut slot = peer(&budget, last).spool(false).ok();
+            if let Some(s) = &mut slot
+                && s.now_slow().is_ok()
+            {
+                slow.push(slot);
+            }
+        }
+        assert_eq!(slow.len(), 6, "three quarters of the spool slots may be held slowly");
+        let quick: Vec<_> =
+            (30..32).map(|last| peer(&budget, last).spool(false).expect("kept for quick bodies")).collect();
+        assert_eq!(quick.len(), 2);
+        assert_eq!(peer(&budget, 40).spool(true).err().map(|e| e.code), Some("server_busy"));
     }
 
     #[test]

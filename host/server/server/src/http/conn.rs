@@ -68,6 +68,8 @@ pub struct ConnLimits {
     pub max_waiting_per_client: usize,
     /// Most request bodies spooled to temporary files at once (each holds a descriptor).
     pub spool_files: usize,
+    /// Most of them one client address may send at once.
+    pub max_spooling_per_client: usize,
 }
 
 impl Default for ConnLimits {
@@ -82,6 +84,7 @@ impl Default for ConnLimits {
             body_min_rate: 1024,
             max_waiting_per_client: 16,
             spool_files: 256,
+            max_spooling_per_client: super::budget::DEFAULT_MAX_SPOOLING_PER_CLIENT,
         }
     }
 }
@@ -474,13 +477,16 @@ pub async fn serve_with(
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(limits.body_timeout));
     let registry = Arc::new(Registry::default());
-    let budget = Arc::new(Budget::new(
-        limits.max_connections,
-        limits.spool_files,
-        limits.max_waiting_per_client,
-        limits.body_min_rate,
-        limits.body_timeout,
-    ));
+    let budget = Arc::new(
+        Budget::new(
+            limits.max_connections,
+            limits.spool_files,
+            limits.max_waiting_per_client,
+            limits.body_min_rate,
+            limits.body_timeout,
+        )
+        .with_max_spooling_per_client(limits.max_spooling_per_client),
+    );
     let refusals = Arc::new(Semaphore::new(64));
     let (stop, stopping) = watch::channel(false);
     let mut last_accept_warning: Option<Instant> = None;

@@ -9,6 +9,10 @@
 //!   empty one, or an absolute-form request target naming another host than
 //!   `Host` are 400 (`field: host`): each could make two readers of the same
 //!   request disagree about where it was sent.
+//! - A method that no route of the path takes (`TRACE` on a read, `GET` on
+//!   a write) is 405 `method_not_allowed` naming `method`, with `Allow`
+//!   listing the ones it takes ([`Routes`], from the published
+//!   description), before any check that depends on the method.
 //! - A request that would change something (any method but GET, HEAD,
 //!   OPTIONS) must send `Content-Type: application/json` (415 otherwise), so
 //!   a cross-origin `<form>` or a `text/plain` fetch, which browsers send
@@ -29,11 +33,38 @@
 
 use super::{ApiError, is_mutating};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+
+/// The methods each path takes (`GET` brings `HEAD`), for the 405 a request
+/// with another method gets. Paths not listed are the router's to answer.
+#[derive(Debug, Clone, Default)]
+pub struct Routes(Arc<HashMap<String, Vec<Method>>>);
+
+impl Routes {
+    /// The table of `(path, methods)`.
+    pub fn new(routes: impl IntoIterator<Item = (String, Vec<Method>)>) -> Routes {
+        let table = routes
+            .into_iter()
+            .map(|(path, mut methods)| {
+                if methods.contains(&Method::GET) && !methods.contains(&Method::HEAD) {
+                    methods.push(Method::HEAD);
+                }
+                (path, methods)
+            })
+            .collect();
+        Routes(Arc::new(table))
+    }
+
+    /// The methods `path` takes, when it is a known path and `method` is not among them.
+    fn refuses(&self, path: &str, method: &Method) -> Option<&[Method]> {
+        self.0.get(path).filter(|allowed| !allowed.contains(method)).map(Vec::as_slice)
+    }
+}
 
 /// Which `Host` names and browser origins a server answers.
 #[derive(Debug, Clone)]
@@ -44,6 +75,8 @@ pub struct HostRules {
     origins: Vec<String>,
     /// The port the server listens on, which a `Host` without a port stands for.
     listen_port: Option<u16>,
+    /// The methods each path takes.
+    routes: Routes,
 }
 
 impl HostRules {
@@ -51,7 +84,13 @@ impl HostRules {
     pub fn new(hosts: &[String], origins: &[String]) -> HostRules {
         let lower = |v: &[String]| v.iter().map(|s| s.trim().to_ascii_lowercase()).collect::<Vec<_>>();
         let hosts = if hosts.iter().any(|h| h.trim() == "*") { None } else { Some(lower(hosts)) };
-        HostRules { hosts, origins: lower(origins), listen_port: None }
+        HostRules { hosts, origins: lower(origins), listen_port: None, routes: Routes::default() }
+    }
+
+    /// These rules answering 405 for a method no route of a path takes.
+    pub fn with_routes(mut self, routes: Routes) -> HostRules {
+        self.routes = routes;
+        self
     }
 
     /// These rules for a server listening on `port`: a page at the listen
@@ -149,6 +188,11 @@ fn check(rules: &HostRules, req: &Request) -> Result<(), ApiError> {
         );
         return Err(ApiError::new(StatusCode::MISDIRECTED_REQUEST, "host_not_allowed", message).with_field("host"));
     }
+    if let Some(allowed) = rules.routes.refuses(req.uri().path(), req.method()) {
+        let names: Vec<&str> = allowed.iter().map(Method::as_str).collect();
+        let message = format!("{} takes {}, not {}", req.uri().path(), names.join(", "), req.method());
+        return Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, METHOD_NOT_ALLOWED, message).with_field("method"));
+    }
     if is_mutating(req.method()) || matches!(req.uri().path(), "/metrics" | "/openapi.json") {
         super::query::Params::parse(req.uri().query(), &[])?;
     }
@@ -183,6 +227,9 @@ fn check(rules: &HostRules, req: &Request) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The code of the 405 for a method the path does not take.
+const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+
 /// `application/json`, any case, with or without parameters (`; charset=utf-8`).
 fn is_json(value: Option<&HeaderValue>) -> bool {
     let Some(value) = value.and_then(|v| v.to_str().ok()) else { return false };
@@ -196,7 +243,14 @@ pub async fn enforce(State(rules): State<Arc<HostRules>>, req: Request, next: Ne
         Ok(()) => next.run(req).await,
         Err(error) => {
             let close = carries_body(req.headers());
+            let allow = (error.code == METHOD_NOT_ALLOWED)
+                .then(|| rules.routes.refuses(req.uri().path(), req.method()))
+                .flatten()
+                .map(|allowed| allowed.iter().map(Method::as_str).collect::<Vec<_>>().join(", "));
             let mut response = error.into_response();
+            if let Some(allow) = allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
+                response.headers_mut().insert(header::ALLOW, allow);
+            }
             if close {
                 response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
@@ -307,6 +361,31 @@ mod tests {
         assert_eq!(at(Method::POST, "/v1/storage/write"), None);
         assert_eq!(at(Method::POST, "/v1/storage/write?"), None, "an empty query carries nothing");
         assert_eq!(at(Method::GET, "/v1/storage/fence?resource_id=a"), None, "GET routes check their own");
+    }
+
+    #[test]
+    fn a_method_the_path_does_not_take_is_405_before_anything_else() {
+        let rules = HostRules::default().with_routes(Routes::new([
+            ("/v1/storage/read".to_owned(), vec![Method::GET]),
+            ("/v1/storage/write".to_owned(), vec![Method::POST]),
+        ]));
+        let at = |method: Method, path: &str| {
+            let mut req = request(method, &[("host", "127.0.0.1")]);
+            *req.uri_mut() = path.parse().unwrap();
+            check(&rules, &req).err().map(|e| (e.status, e.code, e.field))
+        };
+        let refused = Some((StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", Some("method".to_owned())));
+        assert_eq!(at(Method::TRACE, "/v1/storage/read"), refused, "not 415: TRACE carries no body to type");
+        assert_eq!(at(Method::PUT, "/v1/storage/read"), refused);
+        assert_eq!(at(Method::GET, "/v1/storage/write"), refused);
+        assert_eq!(at(Method::HEAD, "/v1/storage/read"), None, "GET brings HEAD");
+        assert_eq!(at(Method::GET, "/v1/storage/read"), None);
+        assert_eq!(at(Method::POST, "/v1/storage/write").map(|e| e.1), Some("unsupported_media_type"));
+        assert_eq!(
+            at(Method::TRACE, "/elsewhere").map(|e| e.1),
+            Some("unsupported_media_type"),
+            "unknown paths are the router's"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! except fence rejections, which use the storage API's documented 409 body.
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod budget;
@@ -18,6 +19,7 @@ mod framing;
 pub mod gate;
 pub mod locks;
 pub mod openapi;
+pub mod operators;
 mod query;
 mod spool;
 pub mod storage;

@@ -94,15 +94,26 @@ impl utoipa::Modify for CommonErrors {
 pub fn document() -> serde_json::Value {
     use serde_json::json;
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the description serializes");
-    doc["components"]["securitySchemes"] = json!({"bearer": {
-        "type": "http",
-        "scheme": "bearer",
-        "description": "The token in the server's --auth-token-file; POST requests need it when the server \
-                        has one, and reads too with --auth-reads. A server without one takes no credentials.",
-    }});
+    doc["components"]["securitySchemes"] = json!({
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "The writers' token, in the server's --auth-token-file; POST requests need it when \
+                            the server has one, and reads too with --auth-reads. A server without one takes no \
+                            credentials.",
+        },
+        "operator": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An operator's token, from the server's --admin-token-file: the operator routes \
+                            (/v1/admin/...) need it and take no writer's token; a server without that file \
+                            serves them to no one (403 admin_disabled).",
+        },
+    });
     // Either no credentials (a server without a token file) or the bearer token.
     doc["security"] = json!([{}, {"bearer": []}]);
     constrain_requests(&mut doc);
+    bound_unsigned(&mut doc["components"]["schemas"]);
     let lease = json!({"resource_id": "$request.body#/resource_id", "lock_token": "$response.body#/lock_token"});
     doc["paths"]["/v1/locks/acquire"]["post"]["responses"]["200"]["links"] = json!({
         "renew": {"operationId": "renew", "requestBody": lease},
@@ -188,12 +199,47 @@ fn constrain_requests(doc: &mut serde_json::Value) {
     reset["properties"]["high_water"]["minimum"] = json!(1);
 }
 
+/// Gives every unsigned integer property (one with a `minimum` of 0 or
+/// more, the way utoipa writes a `u64`) the `maximum` the server reads it up to, 2^64-1, written
+/// as the exact integer: without it a schema validator takes 9.9e19 as an
+/// integer the server must accept.
+fn bound_unsigned(schemas: &mut serde_json::Value) {
+    let integer =
+        |t: &serde_json::Value| t == "integer" || t.as_array().is_some_and(|a| a.iter().any(|t| t == "integer"));
+    for schema in schemas.as_object_mut().into_iter().flat_map(|s| s.values_mut()) {
+        let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) else { continue };
+        for prop in props.values_mut() {
+            if integer(&prop["type"]) && prop["minimum"].as_u64().is_some() && prop.get("maximum").is_none() {
+                prop["maximum"] = serde_json::Value::from(u64::MAX);
+            }
+        }
+    }
+}
+
 /// Adds `rule`'s keywords to `schema`.
 fn merge(schema: &mut serde_json::Value, rule: serde_json::Value) {
     let serde_json::Value::Object(rule) = rule else { unreachable!("rules are objects") };
     for (keyword, value) in rule {
         schema[keyword] = value;
     }
+}
+
+/// The methods each path of the description takes (and `/openapi.json`'s
+/// own), for the gate's 405.
+pub fn routes() -> super::gate::Routes {
+    use axum::http::Method;
+    let doc = ApiDoc::openapi();
+    let mut table: Vec<(String, Vec<Method>)> = doc
+        .paths
+        .paths
+        .iter()
+        .map(|(path, item)| {
+            let methods = [(item.get.is_some(), Method::GET), (item.post.is_some(), Method::POST)];
+            (path.clone(), methods.into_iter().filter_map(|(has, m)| has.then_some(m)).collect())
+        })
+        .collect();
+    table.push(("/openapi.json".to_owned(), vec![Method::GET]));
+    super::gate::Routes::new(table)
 }
 
 /// The route serving the description.
@@ -236,7 +282,7 @@ mod tests {
     /// parameter carries the limit and pattern the server checks it with.
     #[test]
     fn request_strings_carry_the_servers_rules() {
-        use fencing_api::wire::names::name_problem;
+        use fencing_api::wire::names::{name_problem, path_problem};
         let json = document();
         let mut fields: Vec<(String, &serde_json::Value)> = Vec::new();
         for name in ["WriteBody", "WritePayload", "AcquireRequest", "LeaseRef", "ResetBody"] {
@@ -262,7 +308,9 @@ mod tests {
             if let Some(max) = schema["maxLength"].as_u64().filter(|_| field != "fencing_proof") {
                 // Characters, not bytes: four-byte characters up to the limit pass.
                 let padlock = "\u{1F512}";
-                assert_eq!(name_problem(&padlock.repeat(max as usize), max as usize), None, "{at}");
+                let text = padlock.repeat(max as usize);
+                let problem = if field == "file_path" { path_problem(&text) } else { name_problem(&text) };
+                assert!(problem.is_none() || field == "reason", "{at}: {problem:?}");
             }
             checked += 1;
         }
@@ -285,6 +333,34 @@ mod tests {
         assert_eq!(reset["properties"]["high_water"]["minimum"], 1);
         assert_eq!(reset["allOf"].as_array().map(Vec::len), Some(2), "lock_id and high_water together");
         assert_eq!(json["components"]["schemas"]["WritePayload"]["then"]["required"][0], "bytes");
+    }
+
+    /// Every unsigned integer a request carries has its minimum and its
+    /// maximum, as exact integers: 9.9e19 is out of range for the schema as
+    /// for the server.
+    #[test]
+    fn unsigned_integers_carry_their_range() {
+        let json = document();
+        let schemas = &json["components"]["schemas"];
+        let mut bounded = 0;
+        for (schema, field) in [
+            ("WriteBody", "fencing_token"),
+            ("WriteBody", "sequence"),
+            ("ResetBody", "high_water"),
+            ("AcquireRequest", "lease_duration_ms"),
+            ("AcquireRequest", "wait_ms"),
+        ] {
+            let prop = &schemas[schema]["properties"][field];
+            assert!(prop["maximum"].as_u64().is_some(), "{schema}.{field}: {prop}");
+            assert!(prop["minimum"].as_u64().is_some(), "{schema}.{field}: {prop}");
+            bounded += 1;
+        }
+        assert_eq!(schemas["WriteBody"]["properties"]["fencing_token"]["maximum"], serde_json::json!(u64::MAX));
+        assert_eq!(schemas["AcquireRequest"]["properties"]["wait_ms"]["maximum"], serde_json::json!(300_000));
+        assert_eq!(bounded, 5);
+        // The gate's route table is the description's.
+        let routes = routes();
+        assert!(format!("{routes:?}").contains("/v1/admin/fences/reset"));
     }
 
     #[test]

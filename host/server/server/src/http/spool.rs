@@ -26,7 +26,7 @@
 //! - a body that fails any of this reaches no handler, so it changes nothing.
 
 use super::ApiError;
-use super::budget::{BODY_TIMEOUT, Peer, SLOW_AFTER, Slot};
+use super::budget::{BODY_TIMEOUT, Peer, SLOW_AFTER, Slot, SpoolSlot};
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use futures::StreamExt;
@@ -97,7 +97,8 @@ pub async fn receive(req: Request) -> Result<Received, ApiError> {
             Some(f) => f.write_all(&chunk).await.map_err(spool_error)?,
             None if memory.len() + chunk.len() <= SPOOL_AFTER => memory.extend_from_slice(&chunk),
             None => {
-                slots.spool = peer.as_ref().map(Peer::spool).transpose()?;
+                let slow = slots.slow.is_some();
+                slots.spool = peer.as_ref().map(|p| p.spool(slow)).transpose()?;
                 let std = tokio::task::spawn_blocking(tempfile::tempfile)
                     .await
                     .map_err(ApiError::internal)?
@@ -132,8 +133,8 @@ pub async fn receive(req: Request) -> Result<Received, ApiError> {
 struct Slots {
     /// Taken once the body is slow ([`SLOW_AFTER`]).
     slow: Option<Slot>,
-    /// Taken with the temporary file.
-    spool: Option<Slot>,
+    /// Taken with the temporary file (and a slow spool slot once slow).
+    spool: Option<SpoolSlot>,
 }
 
 /// The body's next chunk, `None` at its end. With a [`Peer`], a body still
@@ -157,7 +158,12 @@ async fn next_chunk(
         match tokio::time::timeout_at(wake, stream.next()).await {
             Ok(chunk) => return chunk.transpose().map_err(body_error),
             Err(_) if Instant::now() >= too_slow => return Err(peer.too_slow()),
-            Err(_) => slots.slow = Some(peer.slow_body()?),
+            Err(_) => {
+                slots.slow = Some(peer.slow_body()?);
+                if let Some(spool) = &mut slots.spool {
+                    spool.now_slow()?;
+                }
+            }
         }
     }
 }

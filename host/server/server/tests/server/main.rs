@@ -1,7 +1,9 @@
 //! The server's integration tests, one binary: the HTTP API in process (the
-//! storage routes over the redb engine, and the lock client against the lock
-//! routes). The store's and the lock service's own tests are beside their
-//! crates (`host/server/store/tests`, `host/server/locks/tests`).
+//! storage routes over the redb engine, the lock client against the lock
+//! routes, and the shared argument vectors through both). The store's and
+//! the lock service's own tests are beside their crates
+//! (`host/server/store/tests`, `host/server/locks/tests`).
 
+mod arguments;
 mod locks_client;
 mod storage_http;

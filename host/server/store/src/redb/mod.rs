@@ -35,7 +35,7 @@ mod schema;
 mod wal;
 
 pub use self::lifecycle::{DEFAULT_SPACE_RESERVE, RESERVE_FILE, compact};
-pub use self::retire::{Retired, retire_empty_fences};
+pub use self::retire::{DroppedFloors, Retired, drop_floors_below, retire_empty_fences};
 
 use self::committer::{Committer, Job, Task, WriteRules};
 use self::group::Group;

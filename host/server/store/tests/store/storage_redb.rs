@@ -48,41 +48,54 @@ async fn reopen_keeps_data_and_fence() {
     assert!(matches!(stale, WriteOutcome::Rejected { .. }));
 }
 
-/// Captures what `tracing` writes, for the reset's log line.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn a_reset_is_logged_with_its_reason_and_both_fences() {
-    use fencing_store::{FlapConfig, StorageMetrics, StorageService};
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || sink.clone()).with_ansi(false).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+/// Retired fences leave floors; those below a token fold into one store
+/// floor, the highest of them, which a write to a resource with no fence
+/// (under a lock without a floor of its own) must reach; floors at or above
+/// it stay as they were, and the quota's measure follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floors_below_a_token_fold_into_the_store_floor() {
+    use fencing_store::{drop_floors_below, retire_empty_fences};
     let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(RedbEngine::open(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing).unwrap());
-    let metrics = Arc::new(StorageMetrics::new(&fencing_base::telemetry::Metrics::new(), FlapConfig::default()));
-    let service = StorageService::new(engine, metrics);
-    service.write(fencing_testkit::storage::req("logged", 42, "/f", Mutation::Put, b"x")).await.unwrap();
-    let before = service.reset_fence("logged", None, "ticket 123: runaway client").await.unwrap();
-    assert_eq!(before.map(|f| f.high_water), Some(42));
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    let line = log.lines().find(|l| l.contains("fence reset by an operator")).unwrap_or_else(|| panic!("{log}"));
-    for part in
-        ["WARN", "resource=\"logged\"", "ticket 123: runaway client", "old_high_water=42", "old_lock=\"logged\""]
+    let open = || RedbEngine::open(dir.path(), Arc::new(NativeGuard), Policy::NonDecreasing).unwrap();
+    let w = |resource: &str, token, mutation| fencing_testkit::storage::req(resource, token, "/o", mutation, b"x");
     {
-        assert!(line.contains(part), "{part} missing from {line}");
+        let engine = open();
+        // Each resource is its own lock (the default lock_id); "kept" keeps an object.
+        for (resource, token) in [("old-a", 5), ("old-b", 9), ("recent", 200)] {
+            assert!(matches!(
+                engine.write(w(resource, token, Mutation::Put)).await.unwrap(),
+                WriteOutcome::Admitted { .. }
+            ));
+            assert!(matches!(
+                engine.write(w(resource, token, Mutation::Delete)).await.unwrap(),
+                WriteOutcome::Admitted { .. }
+            ));
+        }
+        engine.write(w("kept", 3, Mutation::Put)).await.unwrap();
     }
+    let retired = retire_empty_fences(dir.path()).unwrap();
+    assert_eq!((retired.fences, retired.floors), (3, 3));
+    let dropped = drop_floors_below(dir.path(), 100).unwrap();
+    assert_eq!((dropped.floors_before, dropped.floors_dropped, dropped.floors_after), (3, 2, 2), "{dropped:?}");
+    assert_eq!(dropped.store_floor, Some((9, None)));
+    assert!(dropped.stored_bytes_after < dropped.stored_bytes_before);
+    assert_eq!(
+        dropped.stored_bytes_before - dropped.stored_bytes_after,
+        dropped.floor_bytes_before - dropped.floor_bytes_after
+    );
+    let engine = open();
+    assert_eq!(engine.stored_bytes(), Some(dropped.stored_bytes_after), "the measure is the store's");
+    let refused = |out: WriteOutcome| matches!(out, WriteOutcome::Rejected { rejection, .. } if rejection.reason() == "stale_token");
+    // What the dropped floors kept out stays out, on their resources and on new ones.
+    assert!(refused(engine.write(w("old-a", 4, Mutation::Put)).await.unwrap()));
+    assert!(refused(engine.write(w("old-a", 8, Mutation::Put)).await.unwrap()), "below the store floor");
+    assert!(refused(engine.write(w("brand-new", 2, Mutation::Put)).await.unwrap()));
+    // The kept floor is its lock's own, and tokens above every floor get in.
+    assert!(refused(engine.write(w("recent", 150, Mutation::Put)).await.unwrap()), "its own floor, 200");
+    assert!(matches!(engine.write(w("recent", 200, Mutation::Put)).await.unwrap(), WriteOutcome::Admitted { .. }));
+    assert!(matches!(engine.write(w("old-b", 101, Mutation::Put)).await.unwrap(), WriteOutcome::Admitted { .. }));
+    // A resource with a fence of its own is untouched.
+    assert!(matches!(engine.write(w("kept", 3, Mutation::Put)).await.unwrap(), WriteOutcome::Admitted { .. }));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

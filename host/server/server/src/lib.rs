@@ -16,6 +16,10 @@
 //! ([`storage`], [`locks`], [`telemetry`]).
 //!
 //! # Layout
+//! - [`assembly`]: a server built from a typed [`assembly::Config`] (the
+//!   roles, the store and its guard, the lock service, credentials, bounds),
+//!   in the order its layers must take; `fencing serve` parses its flags
+//!   into one.
 //! - [`http`]: errors naming the field (`mod.rs`), the accept loop and what
 //!   bounds a connection (`conn.rs`), the checks every request passes first
 //!   (`gate.rs`: Host, media type, origin, framing), body limit and JSON
@@ -38,6 +42,7 @@
 //!
 //! `docs/design.md` follows one write and one acquisition through these files.
 
+pub mod assembly;
 pub mod http;
 pub mod keys;
 

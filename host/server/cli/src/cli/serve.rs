@@ -1,8 +1,11 @@
 //! `fencing serve`: one HTTP server for the roles this process runs.
 //!
-//! The router is built from parts and merged: the storage API when the role
-//! includes storage, the lock API when it includes locks, and `GET /metrics`
-//! over the one shared registry. Flags common to every server subcommand:
+//! This file parses and checks the flags, reads the key and token files, and
+//! turns them into a `fencing_server::assembly::Config`; the server builds
+//! itself from that (`assembly.rs`: the storage API when the role includes
+//! storage, the lock API when it includes locks, `GET /metrics` over the one
+//! shared registry, and the layers in their order). Flags common to every
+//! server subcommand:
 //! `--listen` (default 127.0.0.1:7070) and `--data-dir` (default ./fencing-data).
 //! The whole router is wrapped in [`fencing_server::http::auth`]: with
 //! `--auth-token-file` mutating requests need the writers' bearer token
@@ -14,22 +17,17 @@
 
 use super::values::TokenModeArg;
 use anyhow::Context;
-use axum::Router;
-use axum::routing::get;
 use clap::{Args, ValueEnum};
 use fencing_runtime::proof::Signer;
-use fencing_runtime::{Guard, GuardKind, NativeGuard, Policy, UnfencedGuard, Verifier, WasmGuard};
-use fencing_server::http::audit::AuditLog;
+use fencing_runtime::{GuardKind, Policy, Verifier};
+use fencing_server::assembly::{self, Config, GuardChoice, LocksConfig, StartError, StorageConfig, Store};
+use fencing_server::http::ConnLimits;
 use fencing_server::http::auth::{Access, BearerAuth};
 use fencing_server::http::gate::HostRules;
 use fencing_server::http::operators::Operators;
-use fencing_server::http::{ConnLimits, ConnMetrics};
 use fencing_server::keys;
-use fencing_server::locks::{EmbeddedConfig, EmbeddedLocks, EtcdLocks, LockMetrics, LockService};
-use fencing_server::storage::{
-    Engine, FlapConfig, PgGuard, PostgresEngine, RedbEngine, StorageMetrics, StorageService, StoreOptions,
-};
-use fencing_server::telemetry::Metrics;
+use fencing_server::locks::EmbeddedConfig;
+use fencing_server::storage::FlapConfig;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -380,107 +378,68 @@ fn load_access(args: &ServeArgs) -> anyhow::Result<Access> {
 }
 
 async fn serve(args: ServeArgs, access: Access, limits: ConnLimits, signing: Signing) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
-    let metrics = Metrics::new();
-    let mut app = Router::new();
-    // The lock service opens first: its journal is rewritten at start, and on
-    // a nearly full disk that must come before the store takes its space
-    // reserve back (the store runs without the reserve; the lock service
-    // cannot run without its journal).
-    if args.role.locks() {
-        let locks = lock_service(&args.locks, &args.data_dir, &metrics).await?;
-        app = app.merge(match signing.signer {
-            Some(signer) => fencing_server::http::locks::signing_router(locks, signer),
-            None => fencing_server::http::locks::router(locks),
-        });
-    }
-    if args.role.storage() {
-        let audit = AuditLog::open(&args.data_dir)
-            .with_context(|| format!("open the operators' audit log in {}", args.data_dir.display()))?;
-        app = app.merge(storage_router(&args, &metrics, audit, signing.verifier).await?);
-    }
-    let m = metrics.clone();
-    app = app.route("/metrics", get(move || std::future::ready(m.handler())));
-    app = fencing_server::http::with_fallbacks(app.merge(fencing_server::http::openapi::router()));
     let authenticated = access.writers.is_some();
     let operators = access.operators.as_ref().map_or(0, Operators::len);
-    app = fencing_server::http::auth::protect(app, access);
-    // The gate is the outer layer: a request for a foreign Host is refused
-    // before authentication can tell a guesser anything.
-    let rules = args.http.host_rules().with_listen_port(args.listen.port());
-    app = fencing_server::http::gate::protect(app, rules.with_routes(fencing_server::http::openapi::routes()));
-    let conn_metrics = ConnMetrics::register(&metrics);
-    let shutdown = fencing_server::http::shutdown_signal();
-    let listener =
-        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
+    let config = config(&args, access, limits, signing)?;
+    let server = assembly::start(config).await.map_err(|e| match e {
+        // A plugin file that is not a `fencing:guard` component is bad input.
+        StartError::Plugin { .. } => super::usage(e.to_string()),
+        e => anyhow::Error::from(e),
+    })?;
     tracing::info!(
-        listen = %listener.local_addr()?, role = ?args.role, authenticated, operators, store = ?args.store,
+        listen = %server.local_addr()?, role = ?args.role, authenticated, operators, store = ?args.store,
         guard = ?args.guard, max_connections = limits.max_connections, "serving"
     );
-    fencing_server::http::conn::serve_with(listener, app, limits, conn_metrics, shutdown)
-        .await
-        .context("serve HTTP")?;
+    server.run(fencing_server::http::shutdown_signal()).await.context("serve HTTP")?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Builds the guard the flags ask for.
-pub fn build_guard(args: &ServeArgs) -> anyhow::Result<Arc<dyn Guard>> {
-    let cache = args.data_dir.join("plugin-cache");
-    if args.no_fencing {
-        tracing::warn!("--no-fencing: every write is admitted whatever its token; stale writers can corrupt data");
-        return Ok(Arc::new(UnfencedGuard));
-    }
-    Ok(match (args.guard, &args.plugin) {
-        (GuardKind::Native, _) => Arc::new(NativeGuard),
-        (GuardKind::Wasm, None) => Arc::new(WasmGuard::embedded(Some(&cache)).context("load embedded guard")?),
-        (GuardKind::Wasm, Some(path)) => Arc::new(
-            WasmGuard::from_file(path, Some(&cache))
-                .map_err(|e| super::usage(format!("plugin {}: {e}", path.display())))?,
-        ),
+/// The server the flags describe, for `fencing_server::assembly::start`.
+fn config(args: &ServeArgs, access: Access, limits: ConnLimits, signing: Signing) -> anyhow::Result<Config> {
+    let storage = match args.role.storage() {
+        true => Some(StorageConfig {
+            store: match args.store {
+                StoreKind::Redb => Store::Redb { space_reserve: args.space_reserve, max_bytes: args.max_store_bytes },
+                StoreKind::Postgres => Store::Postgres {
+                    url: args.postgres_url.clone().expect("checked in run"),
+                    in_database: args.pg_guard == PgGuardKind::Extension,
+                },
+            },
+            guard: guard_choice(args),
+            policy: args.policy,
+            verifier: signing.verifier,
+            max_token_advance: args.max_token_advance,
+            flap: FlapConfig {
+                max_term_changes: args.flap_max_terms,
+                window: args.flap_window,
+                max_tracked: args.metrics_max_resources,
+            },
+        }),
+        false => None,
+    };
+    let locks = match args.role.locks() {
+        true => Some(LocksConfig { backend: lock_backend(&args.locks, &args.data_dir)?, signer: signing.signer }),
+        false => None,
+    };
+    Ok(Config {
+        listen: args.listen,
+        data_dir: args.data_dir.clone(),
+        storage,
+        locks,
+        access,
+        limits,
+        host_rules: args.http.host_rules(),
     })
 }
 
-async fn storage_router(
-    args: &ServeArgs,
-    metrics: &Metrics,
-    audit: AuditLog,
-    verifier: Option<Arc<Verifier>>,
-) -> anyhow::Result<Router> {
-    let guard = build_guard(args)?;
-    let policy = args.policy;
-    let engine: Arc<dyn Engine> = match args.store {
-        StoreKind::Redb => {
-            let dir = args.data_dir.join("storage");
-            let options = StoreOptions { space_reserve: args.space_reserve, max_bytes: args.max_store_bytes, verifier };
-            let engine = RedbEngine::open_with(&dir, guard, policy, options)
-                .with_context(|| format!("open store in {}", dir.display()))?;
-            engine.set_max_token_advance(Some(args.max_token_advance));
-            Arc::new(engine)
-        }
-        StoreKind::Postgres => {
-            let url = args.postgres_url.as_deref().expect("checked in run");
-            let guard = match args.pg_guard {
-                PgGuardKind::Host => PgGuard::Host(guard),
-                PgGuardKind::Extension => PgGuard::Extension,
-            };
-            let mut engine = PostgresEngine::connect(url, guard, policy).await.context("connect to PostgreSQL")?;
-            if let Some(verifier) = verifier {
-                engine = engine.with_verifier(verifier)?;
-            }
-            Arc::new(engine.with_max_token_advance(Some(args.max_token_advance)))
-        }
-    };
-    let flap = FlapConfig {
-        max_term_changes: args.flap_max_terms,
-        window: args.flap_window,
-        max_tracked: args.metrics_max_resources,
-    };
-    let storage_metrics = Arc::new(StorageMetrics::new(metrics, flap));
-    let service = StorageService::new(engine, storage_metrics);
-    Ok(fencing_server::http::storage::router(service.clone())
-        .merge(fencing_server::http::admin::router(service, audit)))
+/// Who decides writes, as the flags ask.
+fn guard_choice(args: &ServeArgs) -> GuardChoice {
+    match (args.no_fencing, args.guard) {
+        (true, _) => GuardChoice::Unfenced,
+        (false, GuardKind::Native) => GuardChoice::Native,
+        (false, GuardKind::Wasm) => GuardChoice::Wasm { plugin: args.plugin.clone() },
+    }
 }
 
 /// Lock service flags of `fencing serve`.
@@ -542,21 +501,17 @@ pub enum LockBackend {
     Etcd,
 }
 
-/// Builds the lock service the flags ask for, registering its metrics.
-pub async fn lock_service(args: &LockArgs, data_dir: &Path, metrics: &Metrics) -> anyhow::Result<Arc<dyn LockService>> {
-    let lock_metrics = LockMetrics::register(metrics);
+/// The lock service the flags ask for.
+fn lock_backend(args: &LockArgs, data_dir: &Path) -> anyhow::Result<assembly::LockBackend> {
     Ok(match args.backend {
-        LockBackend::Embedded => {
-            let cfg = EmbeddedConfig {
-                data_dir: Some(data_dir.to_path_buf()),
-                token_mode: args.token_mode.into(),
-                reentrant: args.reentrant,
-                max_held: usize::try_from(args.max_held_locks).unwrap_or(usize::MAX),
-                background_grants: args.lease_sync() == LeaseSync::Background,
-                ..EmbeddedConfig::default()
-            };
-            Arc::new(EmbeddedLocks::open(cfg, lock_metrics).context("open the embedded lock service")?)
-        }
+        LockBackend::Embedded => assembly::LockBackend::Embedded(EmbeddedConfig {
+            data_dir: Some(data_dir.to_path_buf()),
+            token_mode: args.token_mode.into(),
+            reentrant: args.reentrant,
+            max_held: usize::try_from(args.max_held_locks).unwrap_or(usize::MAX),
+            background_grants: args.lease_sync() == LeaseSync::Background,
+            ..EmbeddedConfig::default()
+        }),
         LockBackend::Etcd => {
             if args.reentrant {
                 return Err(super::usage("--reentrant is only supported by --locks embedded"));
@@ -564,11 +519,7 @@ pub async fn lock_service(args: &LockArgs, data_dir: &Path, metrics: &Metrics) -
             if args.lease_sync.is_some() {
                 return Err(super::usage("--lease-sync is only supported by --locks embedded"));
             }
-            Arc::new(
-                EtcdLocks::connect(&args.etcd_endpoints, lock_metrics)
-                    .await
-                    .with_context(|| format!("connect to etcd at {}", args.etcd_endpoints.join(",")))?,
-            )
+            assembly::LockBackend::Etcd { endpoints: args.etcd_endpoints.clone() }
         }
     })
 }

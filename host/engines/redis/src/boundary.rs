@@ -9,18 +9,26 @@
 //!   `persist.rs`);
 //! - a reply is built whole ([`Reply`]) before its first byte is written,
 //!   so a panic never leaves half an answer on the connection;
-//! - no client-supplied byte reaches an API that wants a C string: error
-//!   replies and status lines have NUL, CR and LF replaced here, log lines
-//!   are passed as the argument of a fixed `%s` format (never as the format),
-//!   with client text escaped by [`escape`]. The `redis-module` crate's own
-//!   helpers are not used for these: they `unwrap()` a `CString` (a NUL
-//!   aborts the server), narrow a character above U+00FF to one byte (which
-//!   can make a NUL or a line break), and hand the log line to `printf` as
-//!   its format.
+//! - error replies are sent through `text.rs` (NUL, CR and LF replaced),
+//!   never through the `redis-module` crate's reply helpers.
 
 use redis_module::{Context, RedisError, RedisString, raw};
-use std::ffi::{CStr, CString, c_int};
+use std::ffi::{CStr, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// How many calls panicked (each caught here and answered with an error),
+/// and server events or RDB callbacks (caught where they enter).
+pub fn panics() -> u64 {
+    PANICS.load(Ordering::Relaxed)
+}
+
+/// Counts a panic caught outside a command.
+pub fn panicked() {
+    PANICS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// A reply, built whole before it is sent.
 pub enum Reply {
@@ -45,6 +53,12 @@ pub enum Refusal {
 impl Refusal {
     pub fn new(text: impl Into<String>) -> Self {
         Refusal::Text(text.into())
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(text: String) -> Self {
+        Refusal::Text(text)
     }
 }
 
@@ -76,7 +90,7 @@ pub fn dispatch(
         handler(&context, &args)
     }));
     let answer = answer.unwrap_or_else(|_| {
-        crate::stats::panicked();
+        PANICS.fetch_add(1, Ordering::Relaxed);
         Err(Refusal::new("ERR internal error in the fencing module; the command's effects stop where it failed"))
     });
     match answer {
@@ -126,15 +140,9 @@ macro_rules! command {
     }};
 }
 
-/// `text` with the bytes a RESP line or a C string cannot carry (NUL, CR, LF) made spaces.
-fn line(text: &[u8]) -> CString {
-    let bytes: Vec<u8> = text.iter().map(|&b| if matches!(b, 0 | b'\r' | b'\n') { b' ' } else { b }).collect();
-    CString::new(bytes).unwrap_or_default()
-}
-
 fn send_error(ctx: *mut raw::RedisModuleCtx, text: &str) {
     if let Some(f) = unsafe { raw::RedisModule_ReplyWithError } {
-        let text = line(text.as_bytes());
+        let text = crate::text::line(text.as_bytes());
         unsafe { f(ctx, text.as_ptr()) };
     }
 }
@@ -175,23 +183,4 @@ fn send(ctx: *mut raw::RedisModuleCtx, reply: Reply) {
             Reply::Forward(reply) => reply.send(ctx),
         }
     }
-}
-
-/// Client-supplied bytes as printable ASCII for a log line or an error's
-/// evidence: anything else as `\xNN` (quotes and backslashes escaped).
-pub fn escape(bytes: &[u8]) -> String {
-    bytes.escape_ascii().to_string()
-}
-
-/// Writes `message` to Redis's log at `level` (`warning`, `notice`).
-pub fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, message: &str) {
-    let text = line(message.as_bytes());
-    if let Some(f) = unsafe { raw::RedisModule_Log } {
-        unsafe { f(ctx, level.as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
-    }
-}
-
-/// A warning in Redis's log.
-pub fn warn(ctx: &Context, message: &str) {
-    log(ctx.ctx, c"warning", message);
 }

@@ -5,7 +5,6 @@
 //! byte for byte ([`CallReply::send`]) or read as bytes, never through a
 //! conversion that would turn a bulk string holding a NUL into a C string.
 
-use crate::boundary::Refusal;
 use redis_module::{Context, RedisString, raw};
 use std::ffi::{CStr, CString, c_int};
 use std::ptr::NonNull;
@@ -95,25 +94,24 @@ impl<'a> Element<'a> {
     }
 }
 
-/// Runs `command args...` in `mode`; its reply, or its error reply's text as a refusal.
-pub fn call(ctx: &Context, mode: Mode, command: &[u8], args: &[&RedisString]) -> Result<CallReply, Refusal> {
-    let name = CString::new(command).map_err(|_| Refusal::new("ERR the command name contains a NUL byte"))?;
+/// Runs `command args...` in `mode`; its reply, or its error reply's text.
+pub fn call(ctx: &Context, mode: Mode, command: &[u8], args: &[&RedisString]) -> Result<CallReply, String> {
+    let name = CString::new(command).map_err(|_| "ERR the command name contains a NUL byte".to_string())?;
     let Some(rm_call) = (unsafe { raw::RedisModule_Call }) else {
-        return Err(Refusal::new("ERR RedisModule_Call is missing"));
+        return Err("ERR RedisModule_Call is missing".into());
     };
     let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
     let reply = unsafe { rm_call(ctx.get_raw(), name.as_ptr(), mode.0.as_ptr(), argv.as_mut_ptr(), argv.len()) };
     let Some(reply) = NonNull::new(reply) else {
-        return Err(Refusal::new(format!(
+        return Err(format!(
             "ERR the command {} could not run (errno {})",
-            crate::boundary::escape(command),
+            crate::text::escape(command),
             std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-        )));
+        ));
     };
     let reply = CallReply(reply);
     if reply.kind() == raw::REDISMODULE_REPLY_ERROR as c_int {
-        let text = String::from_utf8_lossy(reply.bytes().unwrap_or(b"ERR the command failed")).into_owned();
-        return Err(Refusal::Text(text));
+        return Err(String::from_utf8_lossy(reply.bytes().unwrap_or(b"ERR the command failed")).into_owned());
     }
     Ok(reply)
 }

@@ -13,24 +13,35 @@
 //!   every grant, fenced write and reset is refused (naming the setting)
 //!   for as long as that holds.
 //!
+//! - a change of role: a replica refuses grants, fenced writes and resets
+//!   from clients (even with `replica-read-only no`): its state is its
+//!   primary's, and a write Redis lets a client make on a replica is never
+//!   replicated on, so a fence raised there would be one no other node has.
+//!
 //! `SWAPDB` needs nothing: the state belongs to the database number.
 
-use crate::boundary::{Refusal, log};
+use crate::boundary::Refusal;
 use crate::call::{QUERY, call};
-use redis_module::{Context, raw};
+use crate::text::log;
+use redis_module::{Context, ContextFlags, raw};
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static AOF_SAFE: AtomicBool = AtomicBool::new(true);
+static REPLICA: AtomicBool = AtomicBool::new(false);
 
 /// Whether an AOF rewrite keeps the module's state (see above).
 pub fn aof_safe() -> bool {
     AOF_SAFE.load(Ordering::Relaxed)
 }
 
-/// Refuses a change to the state while an AOF rewrite would drop it.
-pub fn require_aof_safe() -> Result<(), Refusal> {
+/// Refuses a client's change to the state on a replica, or while an AOF
+/// rewrite would drop it.
+pub fn require_writable() -> Result<(), Refusal> {
+    if REPLICA.load(Ordering::Relaxed) {
+        return Err(Refusal::new("READONLY this is a replica: grants, fenced writes and resets go to the primary"));
+    }
     match aof_safe() {
         true => Ok(()),
         false => Err(Refusal::new(
@@ -77,6 +88,7 @@ pub fn subscribe_all(ctx: &Context) -> Result<(), String> {
         (raw::REDISMODULE_EVENT_LOADING, Some(loading as Callback), "loading"),
         (raw::REDISMODULE_EVENT_FLUSHDB, Some(flushed as Callback), "flush"),
         (raw::REDISMODULE_EVENT_CONFIG, Some(config_changed as Callback), "configuration"),
+        (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, Some(role_changed as Callback), "role"),
     ];
     for (id, callback, what) in wanted {
         if !subscribe(c, id, callback) {
@@ -84,6 +96,7 @@ pub fn subscribe_all(ctx: &Context) -> Result<(), String> {
         }
     }
     check_config(ctx);
+    REPLICA.store(ctx.get_flags().contains(ContextFlags::SLAVE), Ordering::Relaxed);
     Ok(())
 }
 
@@ -91,7 +104,7 @@ type Callback = unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleE
 
 fn guarded(ctx: *mut raw::RedisModuleCtx, what: &str, f: impl FnOnce(&Context)) {
     if catch_unwind(AssertUnwindSafe(|| f(&Context::new(ctx)))).is_err() {
-        crate::stats::panicked();
+        crate::boundary::panicked();
         log(ctx, c"warning", &format!("fencing: internal error while handling {what}"));
     }
 }
@@ -133,4 +146,10 @@ unsafe extern "C" fn config_changed(
     _d: *mut c_void,
 ) {
     guarded(ctx, "a configuration change", check_config);
+}
+
+unsafe extern "C" fn role_changed(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
+    guarded(ctx, "a change of role", |_| {
+        REPLICA.store(sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA, Ordering::Relaxed);
+    });
 }

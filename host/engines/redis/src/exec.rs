@@ -23,7 +23,7 @@ fn flags(ctx: &Context, command: &RedisString) -> Result<Vec<Vec<u8>>, Refusal> 
     let info = ctx.create_string("INFO");
     let reply = call::call(ctx, QUERY, b"COMMAND", &[&info, command])?;
     let unknown =
-        || Refusal::new(format!("ERR FENCING.EXEC: unknown command '{}'", crate::boundary::escape(command.as_slice())));
+        || Refusal::new(format!("ERR FENCING.EXEC: unknown command '{}'", crate::text::escape(command.as_slice())));
     let entries = reply.elements();
     let entry = entries.first().ok_or_else(unknown)?.elements();
     let flags = entry.get(2).ok_or_else(unknown)?.elements();
@@ -33,7 +33,7 @@ fn flags(ctx: &Context, command: &RedisString) -> Result<Vec<Vec<u8>>, Refusal> 
 /// Refuses what `FENCING.EXEC` may not run (see the module docs above).
 fn allowed(ctx: &Context, key: &RedisString, command: &RedisString, args: &[&RedisString]) -> Result<(), Refusal> {
     let name = command.as_slice();
-    let shown = crate::boundary::escape(name);
+    let shown = crate::text::escape(name);
     if name.len() >= 8 && name[..8].eq_ignore_ascii_case(b"fencing.") {
         return Err(Refusal::new(format!("ERR FENCING.EXEC runs Redis's own write commands, not {shown}")));
     }

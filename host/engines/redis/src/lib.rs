@@ -17,7 +17,8 @@
 //!
 //! # Layout
 //! - `boundary.rs`: the edge with Redis: commands run under `catch_unwind`,
-//!   replies built whole, NUL-safe error replies and log lines.
+//!   replies built whole.
+//! - `text.rs`: client text going out: escaped, NUL-safe error replies and log lines.
 //! - `call.rs`: running a Redis command from the module, binary-safe.
 //! - `args.rs`: arguments by the hosts' rules (`fencing_runtime::accept`).
 //! - `state.rs`: fences, locks and reset records, per database.
@@ -45,6 +46,7 @@ mod replicate;
 mod reset;
 mod state;
 mod stats;
+mod text;
 mod writes;
 
 use persist::STATE_TYPE;
@@ -64,7 +66,7 @@ fn commands() -> [Command; 14] {
         (c"fencing.del", command!(writes::del), c"write", KEY),
         (c"fencing.exec", command!(exec::exec), c"write deny-oom", KEY),
         (c"fencing.fence", command!(writes::show), c"readonly", KEY),
-        (c"fencing.reset", command!(reset::reset), c"write deny-oom", KEY),
+        (c"fencing.reset", command!(reset::reset), c"write", KEY),
         (c"fencing.resets", command!(reset::records), c"readonly", NONE),
         // A lock's name is declared as its key, so ACL key patterns choose
         // which locks a user may take.
@@ -98,7 +100,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     match result {
         Ok(()) => Status::Ok,
         Err(e) => {
-            boundary::warn(ctx, &format!("fencing: {e}"));
+            text::warn(ctx, &format!("fencing: {e}"));
             Status::Err
         }
     }

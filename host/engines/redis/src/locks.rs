@@ -49,7 +49,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Answer {
     let lock = name(lock, "lock")?;
     let holder = name(holder, "holder")?;
     let ttl = lease_ms(ttl)?;
-    crate::events::require_aof_safe()?;
+    crate::events::require_writable()?;
     let (db, now) = (selected_db(ctx), now_ms(ctx));
     let lease = {
         let state = crate::state::lock().map_err(Refusal::new)?;
@@ -57,7 +57,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Answer {
         if let Some(held) = current.and_then(|l| l.live_lease(now)) {
             return Err(Refusal::new(format!(
                 "LOCKED holder=\"{}\" remaining_ms={}",
-                crate::boundary::escape(held.holder.as_bytes()),
+                crate::text::escape(held.holder.as_bytes()),
                 held.deadline_ms - now
             )));
         }
@@ -79,7 +79,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Answer {
 /// Checks that `lease` is `lock`'s live lease: `LEASE_EXPIRED` when nothing
 /// holds the lock, `WRONG_LEASE` when another lease does.
 fn owned(db: i32, now: i64, lock: &str, lease: &RedisString) -> Result<(), Refusal> {
-    crate::events::require_aof_safe()?;
+    crate::events::require_writable()?;
     let state = crate::state::lock().map_err(Refusal::new)?;
     match state.lock(db, lock).and_then(|l| l.live_lease(now)) {
         None => Err(Refusal::new("LEASE_EXPIRED the lease ended; acquire the lock again")),

@@ -87,7 +87,7 @@ extern "C" fn aux_load(rdb: *mut RedisModuleIO, encver: c_int, _when: c_int) -> 
     match loaded {
         Ok(Ok(())) => raw::Status::Ok as c_int,
         Ok(Err(e)) => {
-            crate::boundary::log(std::ptr::null_mut(), c"warning", &format!("fencing: {e}"));
+            crate::text::log(std::ptr::null_mut(), c"warning", &format!("fencing: {e}"));
             raw::Status::Err as c_int
         }
         Err(_) => raw::Status::Err as c_int,

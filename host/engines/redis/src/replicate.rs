@@ -26,7 +26,7 @@ use redis_module::{Context, ContextFlags, RedisString, raw};
 
 /// A change to the state, as replicated.
 pub enum Effect<'a> {
-    Fence { key: &'a [u8], fence: &'a Fence },
+    Fence { key: &'a RedisString, fence: &'a Fence },
     Grant { lock: &'a str, lease: &'a Lease },
     Renew { lock: &'a str, id: &'a str, deadline_ms: i64 },
     Release { lock: &'a str, id: &'a str },
@@ -47,12 +47,19 @@ fn fence_words(fence: Option<&Fence>, out: &mut Vec<Vec<u8>>) {
 
 /// Replicates `effect` (to replicas and the AOF) after what the command did so far.
 pub fn emit(ctx: &Context, effect: Effect) {
-    let mut w: Vec<Vec<u8>> = Vec::with_capacity(8);
+    let mut w: Vec<Vec<u8>> = Vec::with_capacity(12);
     let number = |n: u64| n.to_string().into_bytes();
     match effect {
         Effect::Fence { key, fence } => {
-            w.extend([b"FENCE".to_vec(), key.to_vec(), fence.lock.as_bytes().to_vec(), number(fence.high_water)]);
-            w.extend(fence.sequence.map(number));
+            // The hot path (every fenced write): the key is passed as Redis holds it.
+            let word = |b: &[u8]| RedisString::create_from_slice(ctx.get_raw(), b);
+            let (kind, lock, high_water) =
+                (word(b"FENCE"), word(fence.lock.as_bytes()), word(&number(fence.high_water)));
+            let sequence = fence.sequence.map(|s| word(&number(s)));
+            let mut args = vec![&kind, key, &lock, &high_water];
+            args.extend(sequence.as_ref());
+            ctx.replicate("FENCING.APPLY", args.as_slice());
+            return;
         }
         Effect::Grant { lock, lease } => w.extend([
             b"GRANT".to_vec(),

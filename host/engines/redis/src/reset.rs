@@ -14,9 +14,10 @@
 //! client-supplied value escaped.
 
 use crate::args::{invalid, name, number};
-use crate::boundary::{Answer, Refusal, Reply, escape};
+use crate::boundary::{Answer, Refusal, Reply};
 use crate::replicate::{Effect, emit, now_ms, selected_db};
 use crate::state::ResetRecord;
+use crate::text::escape;
 use fencing_runtime::Fence;
 use redis_module::{Context, RedisString};
 
@@ -69,7 +70,7 @@ pub fn reset(ctx: &Context, args: &[RedisString]) -> Answer {
     let [_, key, reason, rest @ ..] = args else { return Err(Refusal::Arity) };
     let reason = reason_arg(reason)?;
     let after = after_arg(rest)?;
-    crate::events::require_aof_safe()?;
+    crate::events::require_writable()?;
     let db = selected_db(ctx);
     let user = String::from_utf8_lossy(ctx.get_current_user().as_slice()).into_owned();
     let record = {
@@ -86,7 +87,7 @@ pub fn reset(ctx: &Context, args: &[RedisString]) -> Answer {
         }
     };
     emit(ctx, Effect::Reset(&record));
-    crate::boundary::warn(
+    crate::text::warn(
         ctx,
         &format!(
             "fencing: reset {} of the fence of key \"{}\" in db {db} by user \"{}\" because \"{}\": before {}, after {}",

@@ -15,7 +15,6 @@ static ADMITTED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
 static RESETS: AtomicU64 = AtomicU64::new(0);
-static PANICS: AtomicU64 = AtomicU64::new(0);
 
 /// A fenced write was admitted and applied.
 pub fn admitted() {
@@ -36,11 +35,6 @@ pub fn failed() {
 /// An operator reset a fence.
 pub fn reset() {
     RESETS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// A command panicked (caught at the boundary, answered with an error).
-pub fn panicked() {
-    PANICS.fetch_add(1, Ordering::Relaxed);
 }
 
 fn count(c: &AtomicU64) -> i64 {
@@ -85,7 +79,7 @@ fn sections(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         .field("writes_refused", count(&REFUSED))?
         .field("guard_failures", count(&FAILED))?
         .field("resets", count(&RESETS))?
-        .field("internal_errors", count(&PANICS))?
+        .field("internal_errors", i64::try_from(crate::boundary::panics()).unwrap_or(i64::MAX))?
         .build_section()?
         .add_section("state")
         .field("fences", fences as i64)?

@@ -64,7 +64,7 @@ fn refusal(r: &Rejection, fence: Option<&Fence>) -> Refusal {
             presented.map_or("none".into(), |s| s.to_string())
         ),
         Rejection::WrongLock => {
-            let bound = fence.map_or(String::new(), |f| format!("\"{}\"", crate::boundary::escape(f.lock.as_bytes())));
+            let bound = fence.map_or(String::new(), |f| format!("\"{}\"", crate::text::escape(f.lock.as_bytes())));
             format!("WRONG_LOCK the key is fenced by lock {bound}")
         }
         Rejection::InvalidToken => "INVALID_TOKEN token 0 is never issued".into(),
@@ -82,18 +82,19 @@ fn proof_refusal(r: ProofRejection) -> Refusal {
 
 /// Decides `p` against the fence of its key in `db`: the fence to store if admitted.
 pub fn decide(db: i32, p: &Presented) -> Result<Fence, Refusal> {
-    crate::events::require_aof_safe()?;
-    let current = crate::state::lock().map_err(Refusal::new)?.fence(db, p.key.as_slice()).cloned();
+    crate::events::require_writable()?;
     let sequencer = Sequencer { lock: p.lock.to_owned(), token: p.token, sequence: p.options.sequence };
     let guard = crate::guard::get()?;
     let proof = p.options.proof.as_deref().unwrap_or_default();
-    let decision =
-        guard.admit_with_keys(crate::guard::verifier(), current.as_ref(), &sequencer, proof, p.options.policy);
+    // The guard calls nothing of Redis's: the state stays taken while it decides.
+    let state = crate::state::lock().map_err(Refusal::new)?;
+    let current = state.fence(db, p.key.as_slice());
+    let decision = guard.admit_with_keys(crate::guard::verifier(), current, &sequencer, proof, p.options.policy);
     match decision {
         Ok(Ok(a)) => Ok(Fence { lock: sequencer.lock, high_water: a.high_water, sequence: a.sequence }),
         Ok(Err(SignedRejection::Fence(rejection))) => {
             crate::stats::refused();
-            Err(refusal(&rejection, current.as_ref()))
+            Err(refusal(&rejection, current))
         }
         Ok(Err(SignedRejection::Proof(rejection))) => {
             crate::stats::refused();
@@ -108,7 +109,7 @@ pub fn decide(db: i32, p: &Presented) -> Result<Fence, Refusal> {
 
 /// Stores the admitted fence of `key` in `db` and replicates it (after the write).
 pub fn commit(ctx: &Context, db: i32, key: &RedisString, fence: Fence) -> Result<(), Refusal> {
-    replicate::emit(ctx, Effect::Fence { key: key.as_slice(), fence: &fence });
+    replicate::emit(ctx, Effect::Fence { key, fence: &fence });
     crate::state::lock().map_err(Refusal::new)?.set_fence(db, key.as_slice(), fence);
     crate::stats::admitted();
     Ok(())

@@ -55,7 +55,7 @@ class Server:
             return f.read()
 
     def client(self):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=60)
 
     def alive(self):
         """Whether redis-server is still running (a module crash ends it)."""

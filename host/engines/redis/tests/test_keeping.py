@@ -213,6 +213,10 @@ class Files(Kept):
                 self.assertIn("read only replica", error_of(lambda: rr.execute_command("FENCING.APPLY", "RESET", 1)))
                 rr.config_set("replica-read-only", "no")
                 self.assertIn("replication link", error_of(lambda: rr.execute_command("FENCING.APPLY", "RESET", 1)))
+                # A write a client makes on a writable replica goes nowhere else: refused.
+                for args in (("FENCING.SET", "orders:invoice", "orders", 7, "v"), ("FENCING.ACQUIRE", "orders", "w", 1000),
+                             ("FENCING.RESET", "orders:invoice", "why")):
+                    self.assertIn("this is a replica", error_of(lambda: rr.execute_command(*args)), args)
                 rr.execute_command("REPLICAOF", "NO", "ONE")
                 self.assertKept(rr)
             finally:

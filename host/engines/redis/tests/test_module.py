@@ -493,7 +493,9 @@ class Durability(unittest.TestCase):
 
             t = threading.Thread(target=load)
             t.start()
-            time.sleep(1.0)
+            deadline = time.monotonic() + 60
+            while len(acked_tokens) < 30 and time.monotonic() < deadline:  # load for a while, however slow the machine
+                time.sleep(0.1)
             server.kill9()
             stop.set()
             t.join()

@@ -14,6 +14,7 @@
 
 use redis_module::{Context, RedisError, RedisString, raw};
 use std::ffi::{CStr, c_int};
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -86,8 +87,13 @@ pub fn dispatch(
 ) -> c_int {
     let answer = catch_unwind(AssertUnwindSafe(|| {
         let context = Context::new(ctx);
-        let args = redis_module::decode_args(ctx, argv, argc);
-        handler(&context, &args)
+        // The arguments are Redis's, borrowed for the call: wrapped without
+        // a reference of their own and never freed here (a panic leaks the
+        // vector, never frees a string twice).
+        let args = ManuallyDrop::new(borrowed(argv, argc));
+        let answer = handler(&context, &args);
+        ManuallyDrop::into_inner(args).into_iter().for_each(std::mem::forget);
+        answer
     }));
     let answer = answer.unwrap_or_else(|_| {
         PANICS.fetch_add(1, Ordering::Relaxed);
@@ -103,6 +109,16 @@ pub fn dispatch(
         Err(Refusal::Text(text)) => send_error(ctx, &text),
     }
     raw::Status::Ok as c_int
+}
+
+/// The command's arguments as [`RedisString`]s that hold no reference of
+/// their own: they must never be dropped.
+fn borrowed(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Vec<RedisString> {
+    if argv.is_null() || argc <= 0 {
+        return Vec::new();
+    }
+    let argv = unsafe { std::slice::from_raw_parts(argv, argc as usize) };
+    argv.iter().map(|&s| RedisString::from_redis_module_string(std::ptr::null_mut(), s)).collect()
 }
 
 /// Registers `handler` as `name` (flags and key positions as Redis takes

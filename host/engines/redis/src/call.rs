@@ -12,13 +12,12 @@ use std::ptr::NonNull;
 /// How a command runs: `RM_Call`'s format flags after `v` (the arguments as a vector).
 pub struct Mode(&'static CStr);
 
-/// With the module's rights, errors as replies, replicated as itself.
-pub const REPLICATED: Mode = Mode(c"v!E");
 /// As the calling client (its ACL user's rights), as a script would run it,
 /// errors as replies, replicated as itself.
 pub const AS_CALLER: Mode = Mode(c"v!ECS");
-/// Read only: errors as replies, nothing replicated.
-pub const QUERY: Mode = Mode(c"vE");
+/// With the module's rights, errors as replies, nothing replicated (a
+/// query, or a write the module replicates itself).
+pub const LOCAL: Mode = Mode(c"vE");
 
 /// A reply from `RM_Call`, freed when dropped.
 pub struct CallReply(NonNull<raw::RedisModuleCallReply>);

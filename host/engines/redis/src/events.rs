@@ -21,7 +21,7 @@
 //! `SWAPDB` needs nothing: the state belongs to the database number.
 
 use crate::boundary::Refusal;
-use crate::call::{QUERY, call};
+use crate::call::{LOCAL, call};
 use crate::text::log;
 use redis_module::{Context, ContextFlags, raw};
 use std::ffi::c_void;
@@ -30,10 +30,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static AOF_SAFE: AtomicBool = AtomicBool::new(true);
 static REPLICA: AtomicBool = AtomicBool::new(false);
+static LOADING: AtomicBool = AtomicBool::new(false);
 
 /// Whether an AOF rewrite keeps the module's state (see above).
 pub fn aof_safe() -> bool {
     AOF_SAFE.load(Ordering::Relaxed)
+}
+
+/// Whether the running command comes from the replication link or an AOF
+/// being loaded (it applies what a primary admitted). Asked of Redis only on
+/// a replica or during a load: a primary serving clients answers at once.
+pub fn replayed(ctx: &Context) -> bool {
+    if !(REPLICA.load(Ordering::Relaxed) || LOADING.load(Ordering::Relaxed)) {
+        return false;
+    }
+    ctx.get_flags().intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
 }
 
 /// Refuses a client's change to the state on a replica, or while an AOF
@@ -54,7 +65,7 @@ pub fn require_writable() -> Result<(), Refusal> {
 fn config(ctx: &Context, name: &str) -> Option<Vec<u8>> {
     let get = ctx.create_string("GET");
     let name = ctx.create_string(name);
-    let reply = call(ctx, QUERY, b"CONFIG", &[&get, &name]).ok()?;
+    let reply = call(ctx, LOCAL, b"CONFIG", &[&get, &name]).ok()?;
     reply.elements().get(1).and_then(|v| v.bytes().map(<[u8]>::to_vec))
 }
 
@@ -116,9 +127,9 @@ unsafe extern "C" fn loading(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModule
         raw::REDISMODULE_SUBEVENT_LOADING_REPL_START,
     ];
     guarded(ctx, "a load", |_| {
-        if starts.contains(&sub)
-            && let Ok(mut state) = crate::state::lock()
-        {
+        let starting = starts.contains(&sub);
+        LOADING.store(starting, Ordering::Relaxed);
+        if starting && let Ok(mut state) = crate::state::lock() {
             state.clear();
         }
     });

@@ -2,6 +2,9 @@
 //! any Redis write command on the fenced key, decided as the other fenced
 //! writes are and run with the caller's ACL rights, as a script would run it.
 //!
+//! What is replicated is what the command did (Redis replicates `SPOP` as
+//! the `SREM` it made, for one) and then `FENCING.APPLY FENCE`.
+//!
 //! What it refuses, before anything is decided:
 //! - a command that is not a write (`GET`, `TYPE`): a read must not raise
 //!   the fence;
@@ -13,15 +16,15 @@
 //! - anything a script may not run (`S`: `MULTI`, `EVAL`, blocking forms).
 
 use crate::boundary::{Answer, Refusal, Reply};
-use crate::call::{self, AS_CALLER, QUERY};
-use crate::replicate::selected_db;
-use crate::writes::{commit, decide, presented};
+use crate::call::{self, AS_CALLER, LOCAL};
+use crate::fenced::{fenced, presented};
+use crate::replicate::{Effect, emit, selected_db};
 use redis_module::{Context, RedisString};
 
 /// The flags Redis gives `command` (`COMMAND INFO`), or why it cannot run here.
 fn flags(ctx: &Context, command: &RedisString) -> Result<Vec<Vec<u8>>, Refusal> {
     let info = ctx.create_string("INFO");
-    let reply = call::call(ctx, QUERY, b"COMMAND", &[&info, command])?;
+    let reply = call::call(ctx, LOCAL, b"COMMAND", &[&info, command])?;
     let unknown =
         || Refusal::new(format!("ERR FENCING.EXEC: unknown command '{}'", crate::text::escape(command.as_slice())));
     let entries = reply.elements();
@@ -51,7 +54,7 @@ fn allowed(ctx: &Context, key: &RedisString, command: &RedisString, args: &[&Red
     let getkeys = ctx.create_string("GETKEYS");
     let mut query: Vec<&RedisString> = vec![&getkeys, command];
     query.extend_from_slice(args);
-    let keys = call::call(ctx, QUERY, b"COMMAND", &query)
+    let keys = call::call(ctx, LOCAL, b"COMMAND", &query)
         .map_err(|_| Refusal::new("ERR the command writes no key: FENCING.EXEC runs a command on the fenced key"))?;
     let keys = keys.elements();
     if keys.is_empty() {
@@ -73,8 +76,10 @@ pub fn exec(ctx: &Context, args: &[RedisString]) -> Answer {
     let refs: Vec<&RedisString> = command_args.iter().collect();
     allowed(ctx, p.key, command, &refs)?;
     let db = selected_db(ctx);
-    let admitted = decide(db, &p)?;
-    let reply = call::call(ctx, AS_CALLER, command.as_slice(), &refs)?;
-    commit(ctx, db, p.key, admitted)?;
+    // What the command did is replicated by Redis (the call's `!`), then the fence.
+    let reply = fenced(db, &p, || Ok(call::call(ctx, AS_CALLER, command.as_slice(), &refs)?))?;
+    if let Some(fence) = crate::state::lock().map_err(Refusal::new)?.fence(db, p.key.as_slice()) {
+        emit(ctx, Effect::Fence { key: p.key, fence });
+    }
     Ok(Reply::Forward(reply))
 }

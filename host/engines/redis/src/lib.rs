@@ -25,6 +25,7 @@
 //! - `persist.rs`: the state in the RDB (aux field of the `fencestat` type).
 //! - `replicate.rs`: effects to replicas and the AOF (`FENCING.APPLY`).
 //! - `events.rs`: loads, flushes and configuration changes.
+//! - `fenced.rs`: one fenced write: decided, run, its fence stored (or replayed).
 //! - `writes.rs`: fenced `SET`, `APPEND`, `DEL` and `FENCING.FENCE`.
 //! - `exec.rs`: `FENCING.EXEC`, any write command on the fenced key.
 //! - `locks.rs`: leases with tokens (`ACQUIRE`, `RENEW`, `RELEASE`, `LOCK`).
@@ -39,6 +40,7 @@ mod call;
 mod decide;
 mod events;
 mod exec;
+mod fenced;
 mod guard;
 mod locks;
 mod persist;

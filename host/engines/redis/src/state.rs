@@ -25,7 +25,7 @@
 //! on the module's behalf cannot find it taken; a re-entrant use answers an
 //! error instead of waiting for itself.
 
-use fencing_runtime::Fence;
+use fencing_runtime::{Fence, Sequencer};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -81,16 +81,24 @@ pub struct ResetRecord {
 }
 
 /// Everything the module keeps.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct State {
     pub dbs: BTreeMap<i32, Db>,
     /// The newest [`MAX_RESET_RECORDS`] resets, oldest first.
     pub resets: VecDeque<ResetRecord>,
     /// The id the next reset record takes (ids never repeat).
     pub next_reset: u64,
+    /// What the guard is asked with, kept to reuse its lock name's buffer.
+    scratch: Sequencer,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { dbs: BTreeMap::new(), resets: VecDeque::new(), next_reset: 1 });
+static STATE: Mutex<State> = Mutex::new(State::new());
+
+impl Default for State {
+    fn default() -> Self {
+        State::new()
+    }
+}
 
 /// The state, or an error reply's text when it is already taken (a
 /// re-entrant call: the module never waits for itself).
@@ -107,6 +115,21 @@ pub fn lock() -> Result<MutexGuard<'static, State>, &'static str> {
 }
 
 impl State {
+    /// No fence, no lock, no record.
+    pub const fn new() -> Self {
+        State {
+            dbs: BTreeMap::new(),
+            resets: VecDeque::new(),
+            next_reset: 1,
+            scratch: Sequencer { lock: String::new(), token: 0, sequence: None },
+        }
+    }
+
+    /// The databases and the reusable sequencer, both borrowed at once.
+    pub fn parts(&mut self) -> (&mut BTreeMap<i32, Db>, &mut Sequencer) {
+        (&mut self.dbs, &mut self.scratch)
+    }
+
     /// Database `db`'s state, if it has any.
     pub fn db(&self, db: i32) -> Option<&Db> {
         self.dbs.get(&db)
@@ -171,7 +194,7 @@ impl State {
 
     /// Forgets everything (a load is about to replace it).
     pub fn clear(&mut self) {
-        *self = State { next_reset: 1, ..State::default() };
+        *self = State::new();
     }
 
     /// Merges `other` in: the higher of two fences' marks, the higher of two

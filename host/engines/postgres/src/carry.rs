@@ -207,10 +207,11 @@ fn durable_and_unique(c: &Carrier) {
     let persistence = unsafe { pg_sys::get_rel_persistence(c.relid) } as u8;
     let unique = Spi::connect(|client| {
         client
-            .select("SELECT fencing._unique_alone($1::pg_catalog.oid::pg_catalog.regclass, $2)", None, &[
-                c.relid.into(),
-                c.setup.names[0].as_str().into(),
-            ])
+            .select(
+                "SELECT fencing._unique_alone($1::pg_catalog.oid::pg_catalog.regclass, $2)",
+                None,
+                &[c.relid.into(), c.setup.names[0].as_str().into()],
+            )
             .unwrap_or_else(|e| spi_failed("look for the unique key", e))
             .first()
             .get::<bool>(1)
@@ -329,7 +330,7 @@ fn carried(
         let lock: Option<String> = row.get(1).ok().flatten();
         lock.map(|lock| (lock, row.get::<i64>(2).ok().flatten().unwrap_or(0), row.get::<i64>(3).ok().flatten()))
     });
-    TableIterator::new(fence.into_iter())
+    TableIterator::new(fence)
 }
 
 /// `fencing._reset_carried(tbl, resource, new_lock, new_high_water)`: the

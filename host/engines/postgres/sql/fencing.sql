@@ -25,7 +25,9 @@
 -- * Rights (src/owner.rs): what writes fences is not PUBLIC's. A protected
 --   table's trigger writes them for whoever may write the table;
 --   fencing.try_write and fencing.check for members of fencing_writer;
---   fencing.reset_fence for members of fencing_admin. Every function pins
+--   fencing.reset_fence for members of fencing_admin. A table decides
+--   writes only while its owner is a member of fencing_writer (its writes
+--   raise fences). Every function pins
 --   its search_path (pg_catalog, then pg_temp); the statements the extension
 --   runs as the fence tables' owner name every object with its schema and
 --   evaluate nothing of a protected table's but its columns; a protected
@@ -371,6 +373,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42809', MESSAGE = format('fencing: %s is not a table', tbl);
     END IF;
     PERFORM fencing._check_policy(policy);
+    -- A protected table's writes raise fences (src/owner.rs, may_write_fences).
+    IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'fencing_writer', 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('fencing: the owner of %s is not a member of fencing_writer: a protected table''s writes raise fences', tbl),
+            HINT = 'GRANT fencing_writer TO the table''s owner (an operator''s decision)';
+    END IF;
     IF resource_column IS NULL OR token_column IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fencing: resource_column and token_column are required';
     END IF;

@@ -124,6 +124,22 @@ fn extension_owner() -> Oid {
     owner
 }
 
+/// Whether tables owned by `role` may raise fences: a member of
+/// `fencing_writer` (with its privileges) or a superuser. A protected
+/// table's writes raise the fences of whatever resources its rows name, so
+/// a table whose owner holds no right to write fences (a role with CONNECT
+/// only, and its TEMP table) decides nothing.
+pub fn may_write_fences(role: Oid) -> bool {
+    // SAFETY: a catalog lookup by name and a membership check (both cached by PostgreSQL).
+    unsafe {
+        if pg_sys::superuser_arg(role) {
+            return true;
+        }
+        let writer = pg_sys::get_role_oid(c"fencing_writer".as_ptr(), true);
+        writer != Oid::INVALID && pg_sys::has_privs_of_role(role, writer)
+    }
+}
+
 /// Whether the calling role owns `relid` (or is a member of its owner, or a superuser).
 pub fn caller_owns(relid: Oid) -> bool {
     // SAFETY: a catalog check of an existing relation.

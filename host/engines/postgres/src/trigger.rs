@@ -154,6 +154,18 @@ fn guard_row(trigger: &PgTrigger<'_>) -> Result<Result<pg_sys::Datum, Refusal>, 
     if passes_reset(trigger, &setup, desc)? {
         return Ok(Ok(pg_sys::Datum::from(data.tg_newtuple)));
     }
+    // SAFETY: the firing relation's pg_class row, read in place.
+    let owner = unsafe { (*(*data.tg_relation).rd_rel).relowner };
+    if !crate::owner::may_write_fences(owner) {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "fencing: the owner of {} is not a member of fencing_writer, so its writes may not raise fences; \
+                 the write is refused (GRANT fencing_writer TO the owner, or protect a table an owner with that role owns)",
+                crate::owner::qualified_name(relid)
+            ),
+        );
+    }
     let row = RowWrite::read(trigger, &setup, relid, desc)?;
     if let Some(refusal) = row.decide(&setup) {
         return Ok(Err(refusal));

@@ -218,7 +218,7 @@ async fn a_table_owner_gains_no_right_through_its_own_types() {
     let pg = with_extension().await;
     let admin = connect(&pg.url).await;
     admin
-        .batch_execute("CREATE ROLE mallory LOGIN; GRANT CREATE ON DATABASE postgres TO mallory; CREATE ROLE ops LOGIN IN ROLE fencing_admin")
+        .batch_execute("CREATE ROLE mallory LOGIN IN ROLE fencing_writer; GRANT CREATE ON DATABASE postgres TO mallory; CREATE ROLE ops LOGIN IN ROLE fencing_admin")
         .await
         .unwrap();
     let mallory = connect(&pg.url.replace("user=fencing", "user=mallory")).await;
@@ -269,8 +269,27 @@ async fn what_writes_fences_is_granted_not_public() {
     ] {
         assert_eq!(fails(&nobody, sql).await.0, "42501", "{sql}");
     }
+    // Nor through a table of its own (TEMP is PUBLIC's): protecting it, or
+    // a fence trigger made by hand on it, raises no fence.
+    nobody
+        .batch_execute(
+            "CREATE TEMP TABLE mine (id text PRIMARY KEY, token bigint);
+             CREATE TRIGGER fencing_guard_a BEFORE INSERT OR UPDATE OR DELETE ON mine FOR EACH ROW
+                 EXECUTE FUNCTION fencing._guard_row('id', 'token', '', '', 'non-decreasing', 'table');",
+        )
+        .await
+        .unwrap();
+    for sql in [
+        "INSERT INTO mine VALUES ('o-1', 9223372036854775807)",
+        "INSERT INTO mine VALUES ('never-written', 1)",
+        "SELECT fencing.protect('mine', 'id', 'token')",
+    ] {
+        assert_eq!(fails(&nobody, sql).await.0, "42501", "{sql}");
+    }
     let fences: i64 = admin.query_one("SELECT count(*) FROM fencing.fences", &[]).await.unwrap().get(0);
     assert_eq!(fences, 1);
+    let mark: i64 = admin.query_one("SELECT high_water FROM fencing.fence('o-1')", &[]).await.unwrap().get(0);
+    assert_eq!(mark, 5);
     // What it may still do: read fences, and ask for a decision on plain values.
     nobody
         .batch_execute("SELECT * FROM fencing.fence('o-1'); SELECT * FROM fencing.admit(NULL, NULL, NULL, 'l', 1)")
@@ -289,7 +308,7 @@ async fn only_an_operator_resets_lowers_or_rebinds_a_fence_and_each_reset_is_rec
     let admin = connect(&pg.url).await;
     admin
         .batch_execute(
-            "CREATE ROLE writer LOGIN; CREATE ROLE owner LOGIN; CREATE ROLE ops LOGIN IN ROLE fencing_admin;
+            "CREATE ROLE writer LOGIN; CREATE ROLE owner LOGIN IN ROLE fencing_writer; CREATE ROLE ops LOGIN IN ROLE fencing_admin;
              GRANT CREATE ON SCHEMA public TO owner;
              SET ROLE owner;
              CREATE TABLE public.rows (id text PRIMARY KEY, token bigint);

@@ -594,7 +594,12 @@ mod tests {
         }
         let story = Story::of(&records, 1000);
         let page = render("<b>", &[Column { title: "\"quoted\"", story: &story }]);
-        assert!(!page.contains("<img") && !page.contains("<script") && !page.contains("<b>&"));
+        // (A client's name in a bold cell reads `<b>&lt;img`: the markup is the page's, the name escaped.)
+        assert!(page.contains("<h1>&lt;b&gt;</h1>") && page.contains("<h2>&quot;quoted&quot;</h2>"));
+        for raw in ["<img", "<script", "<h1><b>"] {
+            let at = page.find(raw).map(|i| &page[i.saturating_sub(80)..(i + 40).min(page.len())]);
+            assert!(at.is_none(), "{raw} unescaped: {at:?}");
+        }
         assert!(page.contains("&lt;img onerror=x&gt;") && page.contains("&lt;/pre&gt;&lt;script&gt;"));
     }
 

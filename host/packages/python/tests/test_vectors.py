@@ -133,7 +133,7 @@ def test_random_cases_agree_with_the_native_rules(random_cases: list[dict]) -> N
     wrong = [c["name"] for c in random_cases if run(GUARD, c) != expected(c)]
     assert not wrong, f"{len(wrong)} cases disagree with the native rules, first {wrong[:5]}"
     refused = sum(1 for c in random_cases if refusal(c) is not None)
-    assert 0 < refused < 2_000, f"{refused} random cases carry a name the rule refuses (a NUL byte)"
+    assert 0 < refused < 5_000, f"{refused} random cases carry a name the rule refuses (a NUL byte): most are decided"
 
 
 def test_a_guard_that_reinterns_agrees_too(random_cases: list[dict]) -> None:

@@ -6,8 +6,31 @@ export declare const U64_MAX: bigint;
 /** A token, sequence or high-water mark: a BigInt in 0..2^64-1, or a non-negative safe-integer Number. */
 export type U64 = bigint | number;
 
-/** How tokens are compared with the stored high-water mark (`_` spellings work too). */
-export type Policy = 'non-decreasing' | 'strictly-increasing' | 'non_decreasing' | 'strictly_increasing';
+/** How tokens are compared with the stored high-water mark, by the contract's names (any other text throws `policy_unknown`). */
+export type Policy = 'non-decreasing' | 'strictly-increasing';
+
+/**
+ * The rule's codes a refused argument carries as the RangeError's `code` (and at the end of its message):
+ * names, policies, numbers and proofs as every fencing host refuses them.
+ */
+export type ArgumentCode =
+  | 'name_empty'
+  | 'name_too_long'
+  | 'name_not_utf8'
+  | 'name_control'
+  | 'name_whitespace'
+  | 'policy_unknown'
+  | 'number_negative'
+  | 'number_too_large'
+  | 'proof_too_long';
+
+/**
+ * `name` if the hosts' name rule takes it (1 to 256 characters, no control
+ * character, no whitespace at either end, well-formed); else throws a
+ * RangeError with its `code` (a TypeError for a non-string). The guard applies
+ * it to every lock name when first interned.
+ */
+export declare function checkName(name: string, what?: string): string;
 
 /** What a storage engine keeps beside a resource. */
 export interface Fence {

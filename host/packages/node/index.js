@@ -12,8 +12,12 @@
 // Values: tokens, sequences and high-water marks are BigInt in 0..2^64-1 (a
 // non-negative safe-integer Number is accepted and converted); answers always
 // carry BigInt. Reasons use the names of the HTTP API and the metrics
-// (`stale_token`, ...).
+// (`stale_token`, ...). What is accepted as a name, a policy, a number and a
+// proof is accept.js's (the hosts' rules; a name is checked when first interned).
+import { checkName, checkProof, isU64, policyOf, u64 } from './accept.js';
 import { Core, coreModuleBytes, i64 } from './core.js';
+
+export { U64_MAX, checkName } from './accept.js';
 
 /** The core module shipped in dist/, compiled once per process or page. */
 async function shippedModule() {
@@ -25,49 +29,11 @@ async function shippedModule() {
 
 const SHIPPED = await shippedModule();
 
-export const U64_MAX = (1n << 64n) - 1n;
-
-/** Policy spellings to the WIT `policy` case index. */
-const POLICIES = new Map([
-  ['non-decreasing', 0],
-  ['non_decreasing', 0],
-  ['strictly-increasing', 1],
-  ['strictly_increasing', 1],
-]);
-
 /** Byte N of a batch or stream verdict list is case N of the WIT `enum verdict-code`. */
 const CODES = ['admitted', 'admitted_new_term', 'invalid_token', 'wrong_lock', 'stale_token', 'token_reused', 'sequence_regressed'];
 
-function u64(value, what) {
-  if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw new RangeError(`${what} must be a non-negative safe integer or a BigInt, got ${value}`);
-    }
-    return BigInt(value);
-  }
-  if (typeof value !== 'bigint') throw new TypeError(`${what} must be a BigInt (or a safe-integer Number), got ${typeof value}`);
-  // One operation instead of two comparisons: only 0..2^64-1 survives unchanged.
-  if (BigInt.asUintN(64, value) !== value) throw new RangeError(`${what} must be in 0..2^64-1, got ${value}`);
-  return value;
-}
-
-/** True for a BigInt in 0..2^64-1: the check `u64` makes, without building its message. */
-const isU64 = (value) => typeof value === 'bigint' && BigInt.asUintN(64, value) === value;
-
 function optionalU64(value, what) {
   return value === undefined || value === null ? null : u64(value, what);
-}
-
-function lockName(value, what) {
-  if (typeof value !== 'string') throw new TypeError(`${what} must be a string, got ${typeof value}`);
-  if (!value.isWellFormed()) throw new RangeError(`${what} is not well-formed Unicode (a lone surrogate)`);
-  return value;
-}
-
-function policyOf(value) {
-  const p = POLICIES.get(value ?? 'non-decreasing');
-  if (p === undefined) throw new RangeError(`policy must be non-decreasing or strictly-increasing, got ${value}`);
-  return p;
 }
 
 /** A validated fence: {lock, highWater, sequence (BigInt or null)}, or null. */
@@ -144,9 +110,6 @@ const PROOF_REASONS = new Map([
   [11, 'proof_bad'],
 ]);
 
-/** Longest proof passed in (a proof is 37 or 69 bytes). */
-const MAX_PROOF = 4096;
-
 const KEY_ERRORS = ['no keys given', 'more than 64 keys', (id) => `two keys have id ${id}`, (id) => `key ${id} is not a key of its algorithm`];
 
 /**
@@ -190,7 +153,7 @@ export class Guard {
   rep(name, what) {
     const r = this.core.locks.get(name);
     if (r !== undefined) return r;
-    lockName(name, what);
+    checkName(name, what);
     if (this.core.locks.size >= this.maxLocks) this.core = new Core(this.module);
     return this.core.lock(name);
   }
@@ -233,8 +196,7 @@ export class Guard {
     const fence = fenceOf(current, 'current');
     if (presented === null || typeof presented !== 'object') throw new TypeError('presented must be a sequencer object');
     if (!(keys instanceof Keys)) throw new TypeError('keys must be a Keys');
-    if (!(proof instanceof Uint8Array)) throw new TypeError('proof must be a Uint8Array');
-    if (proof.length > MAX_PROOF) throw new RangeError(`proof is ${proof.length} bytes, more than ${MAX_PROOF}`);
+    checkProof(proof);
     const token = u64(presented.token, 'presented.token');
     const sequence = optionalU64(presented.sequence, 'presented.sequence');
     const p = policyOf(policy);

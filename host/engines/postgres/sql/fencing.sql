@@ -20,11 +20,34 @@
 --   proof_missing, FN007 proof_malformed, FN008 proof_unknown_key, FN009
 --   proof_bad; FN010 guard failure (the component trapped, timed out, ran out
 --   of memory or could not be loaded, or the verifier keys cannot be read).
---
--- The PL/pgSQL functions a write may call (fencing.check, try_write) name
--- every object with its schema and use only pg_catalog operators (searched
--- first when search_path does not list it), so they need no SET search_path
--- clause, which would cost each call a GUC save.
+--   Arguments are taken by the rules every host shares (src/args.rs): a
+--   refusal names the rule's code (name_control, number_leading_zero, ...).
+-- * Rights (src/owner.rs): what writes fences is not PUBLIC's. A protected
+--   table's trigger writes them for whoever may write the table;
+--   fencing.try_write and fencing.check for members of fencing_writer;
+--   fencing.reset_fence for members of fencing_admin. A table decides
+--   writes only while its owner is a member of fencing_writer (its writes
+--   raise fences). Every function pins
+--   its search_path (pg_catalog, then pg_temp); the statements the extension
+--   runs as the fence tables' owner name every object with its schema and
+--   evaluate nothing of a protected table's but its columns; a protected
+--   table is written by the extension only as its own owner.
+-- * DDL that would leave a protected table's writes undecided or its fences
+--   wrong is refused by the event triggers at the end of this file
+--   (src/ddl.rs, fencing._ddl_end, fencing._ddl_drop).
+
+-- A schema someone else created before the extension would let its owner
+-- drop or replace the fence tables.
+DO $schema$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+               WHERE n.nspname = 'fencing' AND NOT r.rolsuper) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'fencing: the schema fencing exists and belongs to a role that is not a superuser',
+            HINT = 'drop the schema, or ALTER SCHEMA fencing OWNER TO a superuser, then create the extension';
+    END IF;
+END
+$schema$;
 
 -- Every role that writes a protected table runs its trigger, which calls into this schema.
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
@@ -68,7 +91,8 @@ CREATE TABLE fencing.resets (
     old_sequence   bigint,
     new_lock       text,
     new_high_water bigint,
-    reason         text NOT NULL CHECK (length(reason) BETWEEN 1 AND 1000)
+    reason         text NOT NULL CHECK (length(reason) BETWEEN 1 AND 1000),
+    client_addr    inet DEFAULT inet_client_addr()
 );
 COMMENT ON TABLE fencing.resets IS 'Every operator reset or re-bind of a fence: who, when, why, and the fence before and after.';
 GRANT SELECT ON fencing.resets TO PUBLIC;
@@ -80,10 +104,16 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.carriers', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.resets', '');
 SELECT pg_catalog.pg_extension_config_dump('fencing.resets_id_seq', '');
 
+-- fencing_admin: the operator's role (fencing.reset_fence); fencing_writer:
+-- fencing.try_write and fencing.check. Roles belong to the cluster, so a
+-- second database finds them made.
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencing_admin') THEN
         CREATE ROLE fencing_admin NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencing_writer') THEN
+        CREATE ROLE fencing_writer NOLOGIN;
     END IF;
 END
 $roles$;
@@ -95,7 +125,7 @@ CREATE FUNCTION fencing.admit(
     current_lock text, current_high_water bigint, current_sequence bigint,
     lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing',
     OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
-LANGUAGE plpgsql PARALLEL SAFE AS $$
+LANGUAGE plpgsql PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     d record;
 BEGIN
@@ -118,7 +148,7 @@ $$;
 CREATE FUNCTION fencing._refuse(
     reason text, resource text, lock text, token bigint, sequence bigint,
     fence_lock text, high_water bigint, last_sequence bigint, failure text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r record;
 BEGIN
@@ -135,7 +165,7 @@ $$;
 CREATE FUNCTION fencing.try_write(
     resource text, lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing',
     OUT admitted boolean, OUT reason text, OUT high_water bigint, OUT last_sequence bigint, OUT new_term boolean)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     w record;
 BEGIN
@@ -148,11 +178,13 @@ BEGIN
     new_term := w.new_term;
 END
 $$;
+REVOKE ALL ON FUNCTION fencing.try_write(text, text, bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.try_write(text, text, bigint, bigint, text) TO fencing_writer;
 
 -- As fencing.try_write, raising a refusal with its SQLSTATE.
 CREATE FUNCTION fencing.check(
     resource text, lock text, token bigint, sequence bigint DEFAULT NULL, policy text DEFAULT 'non-decreasing')
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     w record;
 BEGIN
@@ -163,6 +195,14 @@ BEGIN
     END IF;
 END
 $$;
+REVOKE ALL ON FUNCTION fencing.check(text, text, bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.check(text, text, bigint, bigint, text) TO fencing_writer;
+-- What the two run: not PUBLIC's either.
+REVOKE ALL ON FUNCTION fencing._try_write(text, text, bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing._try_write(text, text, bigint, bigint, text) TO fencing_writer;
+-- Called only inside the fence statements, as the fence tables' owner.
+REVOKE ALL ON FUNCTION fencing._admits(text, text, bigint, bigint, bigint, bigint, text, text, bigint, bigint, text,
+                                       bigint) FROM PUBLIC;
 
 -- The row trigger of a protected table (src/trigger.rs).
 CREATE FUNCTION fencing._guard_row() RETURNS trigger LANGUAGE c AS 'MODULE_PATHNAME', 'fencing_guard_row';
@@ -191,104 +231,13 @@ BEGIN
         RETURN QUERY SELECT f.lock, f.high_water, f.sequence, f.updated_at;
         RETURN;
     END IF;
-    RETURN QUERY EXECUTE fencing._carried_query(f.carrier, 'SELECT {lock}, {token}, {sequence}, NULL::timestamptz FROM {tbl} t WHERE {resource} = $1 AND {token} IS NOT NULL')
-        USING fence.resource;
+    RETURN QUERY SELECT c.lock, c.high_water, c.last_sequence, NULL::timestamptz
+        FROM fencing._carried(f.carrier, fence.resource) c;
 END
 $$;
-
--- `template` with {tbl}, {resource}, {token}, {lock} and {sequence} replaced
--- by a fence-in-row table and its columns (as text and bigint, row alias t).
-CREATE FUNCTION fencing._carried_query(tbl regclass, template text) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c record;
-BEGIN
-    SELECT * INTO STRICT c FROM fencing.carriers x WHERE x.tbl = _carried_query.tbl;
-    RETURN replace(replace(replace(replace(replace(template,
-        '{tbl}', tbl::text),
-        '{resource}', format('t.%I::text', c.resource_column)),
-        '{token}', format('t.%I::bigint', c.token_column)),
-        '{lock}', CASE WHEN c.lock_column IS NULL THEN format('t.%I::text', c.resource_column)
-                       ELSE format('t.%I::text', c.lock_column) END),
-        '{sequence}', CASE WHEN c.sequence_column IS NULL THEN 'NULL::bigint'
-                           ELSE format('t.%I::bigint', c.sequence_column) END);
-END
-$$;
-
--- Makes `tbl` carry its fences in its rows: every row claims its resource
--- in fencing.fences. Refused if a resource already has a fence that the
--- row does not carry (a higher mark, another lock, a later sequence, or a
--- claim by another table). Only the table's owner may call it.
-CREATE FUNCTION fencing._carry_claim(tbl regclass, resource_column name, token_column name, lock_column name,
-                                     sequence_column name) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    bad record;
-BEGIN
-    IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
-        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format('fencing: only the owner of %s may protect it', tbl);
-    END IF;
-    -- Only a table whose trigger keeps its rows' fences may claim resources.
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger t
-                   WHERE t.tgrelid = tbl AND t.tgname = 'fencing_guard_a' AND t.tgenabled <> 'D'
-                     AND t.tgfoid = 'fencing._guard_row()'::regprocedure AND t.tgnargs = 6
-                     AND position('\000row\000' IN encode(t.tgargs, 'escape')) > 0) THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format('fencing: %s is not protected with fence_in_row', tbl);
-    END IF;
-    DELETE FROM fencing.carriers c WHERE c.tbl = _carry_claim.tbl;
-    INSERT INTO fencing.carriers VALUES (tbl, resource_column, token_column, lock_column, sequence_column);
-    EXECUTE fencing._carried_query(tbl, 'SELECT {resource} AS resource FROM {tbl} t WHERE {token} < 0 LIMIT 1') INTO bad;
-    IF bad.resource IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22003', MESSAGE = format('fencing: the row for %s has a negative token', bad.resource);
-    END IF;
-    -- The upsert locks each existing fence and takes it only if the row
-    -- carries it at least as far; the check after it finds the rest.
-    EXECUTE fencing._carried_query(tbl,
-        'INSERT INTO fencing.fences AS f (resource, lock, high_water, sequence, carrier)
-         SELECT {resource}, {lock}, coalesce({token}, 0), {sequence}, $1 FROM {tbl} t WHERE {resource} IS NOT NULL
-         ON CONFLICT ON CONSTRAINT fences_pkey DO UPDATE SET lock = EXCLUDED.lock, high_water = EXCLUDED.high_water,
-             sequence = EXCLUDED.sequence, carrier = EXCLUDED.carrier, updated_at = now()
-         WHERE f.carrier IS NULL AND f.lock = EXCLUDED.lock AND f.high_water <= EXCLUDED.high_water
-           AND NOT (f.high_water = EXCLUDED.high_water AND coalesce(f.sequence, -1) > coalesce(EXCLUDED.sequence, -1))')
-        USING tbl;
-    EXECUTE fencing._carried_query(tbl,
-        'SELECT {resource} AS resource, {token} AS token, f.high_water, f.lock AS fence_lock, {lock} AS lock, f.carrier
-         FROM {tbl} t JOIN fencing.fences f ON f.resource = {resource}
-         WHERE f.carrier IS DISTINCT FROM $1 LIMIT 1') USING tbl INTO bad;
-    IF bad.resource IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = format('fencing: the row for %s cannot carry its fence: %s', bad.resource,
-                CASE WHEN bad.carrier IS NOT NULL THEN format('table %s carries it', bad.carrier)
-                     WHEN bad.token IS NULL THEN format('the fence is at %s and the row has no token', bad.high_water)
-                     WHEN bad.high_water > bad.token THEN format('the fence is at %s, above the row''s token %s', bad.high_water, bad.token)
-                     WHEN bad.fence_lock <> bad.lock THEN format('the fence is bound to lock %s, the row to %s', bad.fence_lock, bad.lock)
-                     ELSE 'the fence''s sequence is past the row''s' END),
-            HINT = 'write the row with a token that the fence admits first, or reset the fence (fencing.reset_fence)';
-    END IF;
-END
-$$;
-
--- Gives the fences `tbl` carries back to fencing.fences (never below the
--- mark the table claimed them at) and forgets the table as a carrier.
-CREATE FUNCTION fencing._carry_release(tbl regclass) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM fencing.carriers c WHERE c.tbl = _carry_release.tbl) THEN
-        RETURN;
-    END IF;
-    IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
-        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format('fencing: only the owner of %s may unprotect it', tbl);
-    END IF;
-    EXECUTE fencing._carried_query(tbl,
-        'UPDATE fencing.fences f SET lock = {lock}, high_water = greatest(f.high_water, {token}),
-             sequence = CASE WHEN {token} >= f.high_water THEN {sequence} ELSE f.sequence END, carrier = NULL, updated_at = now()
-         FROM {tbl} t WHERE f.carrier = $1 AND f.resource = {resource} AND {token} IS NOT NULL') USING tbl;
-    -- Claims of rows that never had an admitted write: no fence.
-    DELETE FROM fencing.fences f WHERE f.carrier = tbl AND f.high_water = 0;
-    UPDATE fencing.fences f SET carrier = NULL WHERE f.carrier = tbl;
-    DELETE FROM fencing.carriers c WHERE c.tbl = _carry_release.tbl;
-END
-$$;
+-- Read as the fence tables' owner: only fencing.fence and fencing.reset_fence call them.
+REVOKE ALL ON FUNCTION fencing._carried(oid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fencing._reset_carried(oid, text, text, bigint) FROM PUBLIC;
 
 -- An operator's reset of one resource's fence, recorded in fencing.resets.
 -- Without new_lock it deletes the fence (the next write binds the resource
@@ -298,8 +247,7 @@ CREATE FUNCTION fencing.reset_fence(resource text, reason text, new_lock text DE
 RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     fe record;
-    carrier record;
-    replication_role text;
+    carrier regclass;
 BEGIN
     IF reason IS NULL OR length(trim(reason)) = 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'fencing: a reset needs a reason';
@@ -310,26 +258,17 @@ BEGIN
     IF new_high_water IS NOT NULL AND new_high_water < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22003', MESSAGE = 'fencing: new_high_water must be at least 1';
     END IF;
+    IF new_lock IS NOT NULL THEN
+        PERFORM fencing._check_name('new_lock', new_lock);
+    END IF;
     SELECT f.lock, f.high_water, f.sequence, f.carrier INTO fe
     FROM fencing.fences f WHERE f.resource = reset_fence.resource FOR UPDATE;
+    carrier := fe.carrier;
     -- A claim by a table that was dropped is released like any fence.
-    IF fencing._carries(fe.carrier) THEN
-        -- The row carries the fence: reset its columns, past its own trigger.
-        SELECT * INTO carrier FROM fencing.carriers c WHERE c.tbl = fe.carrier;
+    IF fencing._carries(carrier) THEN
+        -- The row carries the fence: its owner's rewrite, past its own trigger once.
         SELECT x.lock, x.high_water, x.last_sequence AS sequence INTO fe FROM fencing.fence(reset_fence.resource) x;
-        IF new_lock IS NOT NULL AND carrier.lock_column IS NULL AND new_lock <> resource THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('fencing: %s carries %s without a lock column, so its lock is %s', carrier.tbl, resource, resource);
-        END IF;
-        replication_role := current_setting('session_replication_role');
-        PERFORM set_config('session_replication_role', 'replica', true);
-        EXECUTE format('UPDATE %s t SET %I = $2%s%s WHERE t.%I::text = $1', carrier.tbl, carrier.token_column,
-                       CASE WHEN carrier.lock_column IS NOT NULL AND new_lock IS NOT NULL
-                            THEN format(', %I = $3', carrier.lock_column) ELSE '' END,
-                       CASE WHEN carrier.sequence_column IS NOT NULL THEN format(', %I = NULL', carrier.sequence_column) ELSE '' END,
-                       carrier.resource_column)
-            USING resource, new_high_water, new_lock;
-        PERFORM set_config('session_replication_role', replication_role, true);
+        PERFORM fencing._reset_carried(carrier, reset_fence.resource, new_lock, new_high_water);
         -- The claim's floor follows, so unprotect never writes back the old mark.
         UPDATE fencing.fences f SET lock = coalesce(new_lock, f.lock), high_water = coalesce(new_high_water, 0),
             sequence = NULL, updated_at = now()
@@ -351,8 +290,9 @@ $$;
 REVOKE ALL ON FUNCTION fencing.reset_fence(text, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fencing.reset_fence(text, text, text, bigint) TO fencing_admin;
 
--- Refuses TRUNCATE of a protected table: it removes rows without row triggers.
-CREATE FUNCTION fencing._refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Refuses TRUNCATE of a protected table (and of each of its partitions and
+-- children): it removes rows without row triggers.
+CREATE FUNCTION fencing._refuse_truncate() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '0A000',
         MESSAGE = format('fencing: TRUNCATE of %I.%I would bypass the fence', TG_TABLE_SCHEMA, TG_TABLE_NAME),
@@ -360,7 +300,8 @@ BEGIN
 END
 $$;
 
--- Tables under the fence, with their columns and policy.
+-- Tables under the fence, with their columns and policy (a partition's
+-- trigger is its parent's clone, with the parent's settings).
 CREATE VIEW fencing.protected AS
     SELECT t.tgrelid::regclass AS tbl, c.description AS settings
     FROM pg_catalog.pg_trigger t
@@ -368,63 +309,39 @@ CREATE VIEW fencing.protected AS
     WHERE t.tgname = 'fencing_guard_a';
 GRANT SELECT ON fencing.protected TO PUBLIC;
 
--- Puts a table under the fence: every INSERT, UPDATE and DELETE is decided
--- in the writing transaction (see the extension's guide for where each
--- statement's token, lock and sequence come from). Protecting a table again
--- replaces its settings.
-CREATE FUNCTION fencing.protect(
-    tbl regclass, resource_column name, token_column name, lock_column name DEFAULT NULL,
-    sequence_column name DEFAULT NULL, policy text DEFAULT 'non-decreasing', fence_in_row boolean DEFAULT false)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $protect$
-DECLARE
-    rel record;
-    col record;
-BEGIN
-    SELECT c.relname, n.nspname, c.relkind INTO rel
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
-    IF rel.relkind NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION USING ERRCODE = '42809', MESSAGE = format('fencing: %s is not a table', tbl);
-    END IF;
-    IF policy IS NULL OR policy NOT IN ('non-decreasing', 'strictly-increasing') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('fencing: policy %L is not non-decreasing or strictly-increasing', policy);
-    END IF;
-    IF resource_column IS NULL OR token_column IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fencing: resource_column and token_column are required';
-    END IF;
-    FOR col IN
-        SELECT u.role, u.name, a.atttypid
-        FROM (VALUES ('resource_column', resource_column), ('token_column', token_column),
-                     ('lock_column', lock_column), ('sequence_column', sequence_column)) u(role, name)
-        LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
-        WHERE u.name IS NOT NULL
-    LOOP
-        IF col.atttypid IS NULL THEN
-            RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format('fencing: %s: %s has no column %I', col.role, tbl, col.name);
-        END IF;
-        IF col.role IN ('token_column', 'sequence_column') AND col.atttypid NOT IN ('int8'::regtype, 'int4'::regtype, 'int2'::regtype) THEN
-            RAISE EXCEPTION USING ERRCODE = '42804',
-                MESSAGE = format('fencing: %s %I must be bigint, integer or smallint, not %s', col.role, col.name, col.atttypid::regtype);
-        END IF;
-        IF col.role = 'lock_column' AND col.atttypid NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION USING ERRCODE = '42804',
-                MESSAGE = format('fencing: lock_column %I must be text or varchar, not %s', col.name, col.atttypid::regtype);
-        END IF;
-    END LOOP;
-    IF fence_in_row IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fencing: fence_in_row is NULL';
-    END IF;
-    -- A row carries its resource's fence only if no other row can have that resource.
-    IF fence_in_row AND NOT EXISTS (
+-- `tbl` and every table a statement on it reaches (partitions and
+-- inheritance children, parents first).
+CREATE FUNCTION fencing._tree(tbl regclass) RETURNS TABLE (member regclass, partition boolean, kind "char", depth int)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE t(relid, depth) AS (
+        SELECT tbl::oid, 0
+        UNION ALL
+        SELECT i.inhrelid, t.depth + 1 FROM pg_inherits i JOIN t ON i.inhparent = t.relid)
+    SELECT c.oid::regclass, c.relispartition, c.relkind, t.depth FROM t JOIN pg_class c ON c.oid = t.relid
+    ORDER BY t.depth
+$$;
+
+-- The protected parent `tbl` is part of, if any.
+CREATE FUNCTION fencing._protected_parent(tbl regclass) RETURNS regclass
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT i.inhparent::regclass FROM pg_inherits i
+    WHERE i.inhrelid = tbl AND fencing._protection(i.inhparent) IS NOT NULL LIMIT 1
+$$;
+
+-- Whether `col` of `tbl` is unique on its own (a fence-in-row table's resource column).
+CREATE FUNCTION fencing._unique_alone(tbl regclass, col name) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (
         SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
         WHERE i.indrelid = tbl AND i.indisunique AND i.indimmediate AND i.indnkeyatts = 1
-          AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = resource_column) THEN
-        RAISE EXCEPTION USING ERRCODE = '42P10',
-            MESSAGE = format('fencing: fence_in_row needs %I to be unique in %s on its own', resource_column, tbl),
-            HINT = 'make it the primary key, or add a UNIQUE constraint on that column alone';
-    END IF;
-    PERFORM fencing.unprotect(tbl, true);
-    -- The trigger takes its lock on the table first, so no row changes while the rows claim their resources.
+          AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = col)
+$$;
+
+-- The triggers of one table of a protected tree.
+CREATE FUNCTION fencing._protect_one(tbl regclass, resource_column name, token_column name, lock_column name,
+                                     sequence_column name, policy text, fence_in_row boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
     EXECUTE format('CREATE TRIGGER fencing_guard_a BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW '
                    'EXECUTE FUNCTION fencing._guard_row(%L, %L, %L, %L, %L, %L)', tbl, resource_column, token_column,
                    coalesce(lock_column, ''), coalesce(sequence_column, ''), policy,
@@ -432,27 +349,259 @@ BEGIN
     EXECUTE format('COMMENT ON TRIGGER fencing_guard_a ON %s IS %L', tbl, json_build_object(
         'resource_column', resource_column, 'token_column', token_column, 'lock_column', lock_column,
         'sequence_column', sequence_column, 'policy', policy, 'fence_in_row', fence_in_row)::text);
-    IF fence_in_row THEN
-        PERFORM fencing._carry_claim(tbl, resource_column, token_column, lock_column, sequence_column);
+END
+$$;
+
+-- Puts a table under the fence: every INSERT, UPDATE and DELETE is decided
+-- in the writing transaction (see the extension's guide for where each
+-- statement's token, lock and sequence come from). Protecting a table again
+-- replaces its settings. What a statement on the table reaches is protected
+-- with it: a partitioned table's partitions (PostgreSQL clones the row
+-- trigger to each) and inheritance children (each gets the trigger), and
+-- each refuses TRUNCATE.
+CREATE FUNCTION fencing.protect(
+    tbl regclass, resource_column name, token_column name, lock_column name DEFAULT NULL,
+    sequence_column name DEFAULT NULL, policy text DEFAULT 'non-decreasing', fence_in_row boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $protect$
+DECLARE
+    rel record;
+    m record;
+    parent regclass;
+BEGIN
+    SELECT c.relkind, c.relpersistence INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION USING ERRCODE = '42809', MESSAGE = format('fencing: %s is not a table', tbl);
     END IF;
-    EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
-                   'EXECUTE FUNCTION fencing._refuse_truncate()', tbl);
+    PERFORM fencing._check_policy(policy);
+    -- A protected table's writes raise fences (src/owner.rs, may_write_fences).
+    IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'fencing_writer', 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('fencing: the owner of %s is not a member of fencing_writer: a protected table''s writes raise fences', tbl),
+            HINT = 'GRANT fencing_writer TO the table''s owner (an operator''s decision)';
+    END IF;
+    IF resource_column IS NULL OR token_column IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fencing: resource_column and token_column are required';
+    END IF;
+    IF fence_in_row IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fencing: fence_in_row is NULL';
+    END IF;
+    parent := fencing._protected_parent(tbl);
+    IF parent IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('fencing: %s is part of protected table %s, which protects it with its own settings', tbl, parent),
+            HINT = format('protect or unprotect %s', parent);
+    END IF;
+    FOR m IN SELECT * FROM fencing._tree(tbl) LOOP
+        -- What every decision checks (src/setup.rs), for every table the statements reach.
+        PERFORM fencing._check_columns(m.member, resource_column, token_column, lock_column, sequence_column);
+        IF fence_in_row AND m.depth > 0 AND NOT m.partition THEN
+            RAISE EXCEPTION USING ERRCODE = '0A000',
+                MESSAGE = format('fencing: fence_in_row cannot cover %s, an inheritance child of %s: its rows are not unique with the parent''s', m.member, tbl),
+                HINT = 'use a partitioned table, or protect without fence_in_row';
+        END IF;
+    END LOOP;
+    IF fence_in_row AND rel.relpersistence <> 'p' THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000',
+            MESSAGE = format('fencing: fence_in_row needs a permanent table: %s loses its rows on a crash or at the session''s end, and its marks with them', tbl);
+    END IF;
+    -- A row carries its resource's fence only if no other row can have that resource.
+    IF fence_in_row AND NOT fencing._unique_alone(tbl, resource_column) THEN
+        RAISE EXCEPTION USING ERRCODE = '42P10',
+            MESSAGE = format('fencing: fence_in_row needs %I to be unique in %s on its own', resource_column, tbl),
+            HINT = 'make it the primary key, or add a UNIQUE constraint on that column alone';
+    END IF;
+    PERFORM fencing.unprotect(tbl, true);
+    FOR m IN SELECT * FROM fencing._tree(tbl) WHERE depth > 0 LOOP
+        PERFORM fencing.unprotect(m.member, true);
+    END LOOP;
+    -- The trigger takes its lock on the table first, so no row changes while the rows claim their resources.
+    PERFORM fencing._protect_one(tbl, resource_column, token_column, lock_column, sequence_column, policy, fence_in_row);
+    -- A statement on a parent reaches its inheritance children's rows; partitions get PostgreSQL's clone.
+    FOR m IN SELECT * FROM fencing._tree(tbl) WHERE depth > 0 AND NOT partition LOOP
+        PERFORM fencing._protect_one(m.member, resource_column, token_column, lock_column, sequence_column, policy, false);
+    END LOOP;
+    FOR m IN SELECT * FROM fencing._tree(tbl) LOOP
+        EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+                       'EXECUTE FUNCTION fencing._refuse_truncate()', m.member);
+    END LOOP;
+    -- The rows claim their resources: the table (with its partitions) carries them.
+    IF fence_in_row THEN
+        PERFORM fencing._carry_claim(tbl);
+    END IF;
+    PERFORM fencing._check_publications();
 END
 $protect$;
 
--- Takes a table out from under the fence (its fences stay in fencing.fences;
--- a fence-in-row table's fences are written there from its rows).
+-- Takes a table out from under the fence, with what it reaches (its fences
+-- stay in fencing.fences; a fence-in-row table's fences are written there
+-- from its rows).
 CREATE FUNCTION fencing.unprotect(tbl regclass, if_protected boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    m record;
+    parent regclass;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'fencing_guard_a') THEN
+    IF fencing._protection(tbl) IS NULL THEN
         IF if_protected THEN RETURN; END IF;
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('fencing: %s is not protected', tbl);
+    END IF;
+    parent := fencing._protected_parent(tbl);
+    IF parent IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('fencing: %s is protected as part of %s', tbl, parent),
+            HINT = format('unprotect %s', parent);
     END IF;
     -- A fence-in-row table gives its fences back before its trigger stops keeping them.
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
     PERFORM fencing._carry_release(tbl);
-    EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_a ON %s', tbl);
-    EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_truncate ON %s', tbl);
+    FOR m IN SELECT * FROM fencing._tree(tbl) t
+             WHERE EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = t.member AND g.tgname = 'fencing_guard_a'
+                           AND g.tgparentid = 0) LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_a ON %s', m.member);
+    END LOOP;
+    FOR m IN SELECT * FROM fencing._tree(tbl) LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_truncate ON %s', m.member);
+    END LOOP;
 END
 $$;
+
+-- A table that joined a protected tree gets what the tree has: a partition
+-- the TRUNCATE trigger (PostgreSQL clones the row trigger; a fence-in-row
+-- table carries its partitions' fences itself), an inheritance child the
+-- trigger itself. (ATTACH and INHERIT of a table with rows are refused
+-- first, src/ddl.rs.)
+CREATE FUNCTION fencing._adopt(tbl regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    m record;
+    args text[];
+BEGIN
+    FOR m IN SELECT * FROM fencing._tree(tbl) LOOP
+        args := fencing._protection(fencing._protected_parent(m.member));
+        CONTINUE WHEN args IS NULL;
+        IF m.partition THEN
+            IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = m.member AND g.tgname = 'fencing_guard_truncate') THEN
+                EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+                               'EXECUTE FUNCTION fencing._refuse_truncate()', m.member);
+            END IF;
+        ELSIF fencing._protection(m.member) IS DISTINCT FROM args THEN
+            PERFORM fencing._check_columns(m.member, args[1], args[2], nullif(args[3], ''), nullif(args[4], ''));
+            EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_a ON %s', m.member);
+            PERFORM fencing._protect_one(m.member, args[1], args[2], nullif(args[3], ''), nullif(args[4], ''), args[5], false);
+            EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_truncate ON %s', m.member);
+            EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+                           'EXECUTE FUNCTION fencing._refuse_truncate()', m.member);
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- Every fence-in-row table still keeps one row per resource, durably.
+CREATE FUNCTION fencing._check_carriers() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT t.tgrelid::regclass AS tbl, fencing._protection(t.tgrelid) AS args, r.relpersistence
+             FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid WHERE t.tgname = 'fencing_guard_a' LOOP
+        CONTINUE WHEN c.args[6] IS DISTINCT FROM 'row';
+        IF NOT fencing._unique_alone(c.tbl, c.args[1]) THEN
+            RAISE EXCEPTION USING ERRCODE = '55000',
+                MESSAGE = format('fencing: %s carries its fences in its rows, so %I must stay unique on its own', c.tbl, c.args[1]),
+                HINT = 'fencing.unprotect the table first';
+        END IF;
+        IF c.relpersistence <> 'p' THEN
+            RAISE EXCEPTION USING ERRCODE = '55000',
+                MESSAGE = format('fencing: %s carries its fences in its rows and must stay a permanent table', c.tbl),
+                HINT = 'fencing.unprotect the table first';
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- A publication that carries a protected table's rows carries their fences
+-- (fencing.fences): a subscriber holding the rows without them would admit
+-- a stale write, and would have lost every mark when clients move their
+-- writes to it. (The subscriber protects its tables as the publisher does;
+-- fencing.carriers and fencing.resets stay each database's own.)
+CREATE FUNCTION fencing._check_publications() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    p record;
+BEGIN
+    SELECT pt.pubname, format('%I.%I', pt.schemaname, pt.tablename) AS tbl INTO p
+    FROM pg_publication_tables pt
+    JOIN pg_namespace n ON n.nspname = pt.schemaname
+    JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+    WHERE fencing._protection(c.oid) IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM pg_publication_tables f
+                      WHERE f.pubname = pt.pubname AND f.schemaname = 'fencing' AND f.tablename = 'fences')
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('fencing: publication %I publishes protected table %s without fencing.fences: a '
+                             'subscriber would hold its rows without their fences', p.pubname, p.tbl),
+            HINT = format('ALTER PUBLICATION %I ADD TABLE fencing.fences', p.pubname);
+    END IF;
+END
+$$;
+
+-- ddl_command_end: tables that joined a protected tree, fence-in-row tables
+-- that must stay unique and permanent, publications, and the TRUNCATE
+-- trigger a detached partition no longer needs.
+CREATE FUNCTION fencing._ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t regclass;
+BEGIN
+    IF TG_TAG IN ('CREATE TABLE', 'ALTER TABLE') THEN
+        FOR t IN SELECT DISTINCT c.objid::regclass FROM pg_event_trigger_ddl_commands() c
+                 WHERE c.classid = 'pg_class'::regclass AND c.object_type = 'table' LOOP
+            PERFORM fencing._adopt(t);
+        END LOOP;
+        PERFORM fencing._check_carriers();
+        FOR t IN SELECT g.tgrelid::regclass FROM pg_trigger g JOIN pg_class r ON r.oid = g.tgrelid
+                 WHERE g.tgname = 'fencing_guard_truncate' AND pg_has_role(r.relowner, 'MEMBER')
+                   AND NOT EXISTS (SELECT 1 FROM pg_trigger a WHERE a.tgrelid = g.tgrelid AND a.tgname = 'fencing_guard_a') LOOP
+            EXECUTE format('DROP TRIGGER fencing_guard_truncate ON %s', t);
+        END LOOP;
+    END IF;
+    IF TG_TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE PUBLICATION', 'ALTER PUBLICATION') THEN
+        PERFORM fencing._check_publications();
+    END IF;
+END
+$$;
+
+-- sql_drop: a fence's trigger dropped from a table that still exists. A
+-- fence-in-row table would lose its marks (fencing.unprotect gives them back
+-- first); otherwise the drop takes the table out from under the fence, as
+-- fencing.unprotect does, and its TRUNCATE trigger goes too.
+CREATE FUNCTION fencing._ddl_drop() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o record;
+    t regclass;
+BEGIN
+    FOR o IN SELECT * FROM pg_event_trigger_dropped_objects() d
+             WHERE d.object_type = 'trigger' AND d.address_names[3] IN ('fencing_guard_a', 'fencing_guard_truncate') LOOP
+        t := to_regclass(format('%I.%I', o.address_names[1], o.address_names[2]));
+        CONTINUE WHEN t IS NULL;
+        IF EXISTS (SELECT 1 FROM fencing.carriers c WHERE c.tbl = t) THEN
+            RAISE EXCEPTION USING ERRCODE = '55000',
+                MESSAGE = format('fencing: %s carries its fences in its rows; dropping %s would lose its marks', t, o.address_names[3]),
+                HINT = 'fencing.unprotect the table, which gives its marks back to fencing.fences';
+        END IF;
+        IF o.address_names[3] = 'fencing_guard_a' THEN
+            EXECUTE format('DROP TRIGGER IF EXISTS fencing_guard_truncate ON %s', t);
+        END IF;
+    END LOOP;
+    PERFORM fencing._check_carriers();
+END
+$$;
+
+-- The event triggers (src/ddl.rs for ddl_command_start). Created last: the
+-- script's own statements above run before them.
+CREATE FUNCTION fencing._ddl_start() RETURNS event_trigger LANGUAGE c AS 'MODULE_PATHNAME', 'fencing_ddl_start';
+CREATE EVENT TRIGGER fencing_ddl_start ON ddl_command_start EXECUTE FUNCTION fencing._ddl_start();
+CREATE EVENT TRIGGER fencing_ddl_end ON ddl_command_end EXECUTE FUNCTION fencing._ddl_end();
+CREATE EVENT TRIGGER fencing_ddl_drop ON sql_drop EXECUTE FUNCTION fencing._ddl_drop();

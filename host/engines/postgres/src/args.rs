@@ -1,57 +1,75 @@
-//! What the extension takes from SQL, checked once: tokens and sequences
-//! (bigint, by `fencing_runtime::accept`'s rule: 0 to 2^63-1, nothing
-//! wrapped), names, policies and the decimal settings, and the error each
-//! refusal raises with its SQLSTATE.
+//! What the extension takes from SQL, checked by `fencing_runtime::accept`
+//! (the rules every host shares, `guest/src/accept.rs`): names (resources
+//! and locks), policies, tokens and sequences as `bigint` and as the decimal
+//! text of `fencing.token` and `fencing.sequence`, and proofs as hex. A
+//! refusal is an ERROR whose message ends with the rule's code (`(name_control)`,
+//! `(number_leading_zero)`, ...) and whose SQLSTATE fits it:
+//!
+//! | codes | SQLSTATE |
+//! |---|---|
+//! | `name_too_long`, `proof_too_long` | `22001` string_data_right_truncation |
+//! | `name_control`, `name_not_utf8` | `22021` character_not_in_repertoire |
+//! | `number_not_decimal`, `number_leading_zero`, `proof_not_hex` | `22P02` invalid_text_representation |
+//! | `number_too_large`, `number_negative`, `number_above_signed` | `22003` numeric_value_out_of_range |
+//! | `name_empty`, `name_whitespace`, `policy_unknown` | `22023` invalid_parameter_value |
 
 use fencing_runtime::{Policy, accept};
 use pgrx::prelude::*;
-
-/// Longest resource or lock name, in bytes.
-pub const MAX_NAME: usize = 1024;
 
 /// Raises a PostgreSQL error with a standard SQLSTATE.
 pub fn bad_argument(code: PgSqlErrorCode, message: String) -> ! {
     ereport!(ERROR, code, message);
 }
 
-/// A token or sequence from SQL; a negative one is refused (22003).
+/// The SQLSTATE of a refusal by its rule's code (the table in the module docs).
+pub fn sqlstate(code: &str) -> PgSqlErrorCode {
+    match code {
+        "name_too_long" | "proof_too_long" => PgSqlErrorCode::ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+        "name_control" | "name_not_utf8" => PgSqlErrorCode::ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
+        "number_not_decimal" | "number_leading_zero" | "proof_not_hex" => {
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION
+        }
+        "number_too_large" | "number_negative" | "number_above_signed" => {
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE
+        }
+        _ => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+    }
+}
+
+/// Raises the refusal of `what` by an accept rule (`e` ends with its code).
+fn refuse(what: &str, code: &str, e: impl std::fmt::Display) -> ! {
+    bad_argument(sqlstate(code), format!("fencing: {what} {e}"))
+}
+
+/// A token or sequence from SQL's `bigint`; a negative one is refused (`number_negative`).
 pub fn unsigned(name: &str, value: i64) -> u64 {
-    accept::from_signed(value).unwrap_or_else(|e| out_of_range(name, e))
+    accept::from_signed(value)
+        .unwrap_or_else(|e| refuse(name, e.code(), format_args!("{e}; SQL carries tokens as bigint, from 0 to 2^63-1")))
 }
 
-/// A token or sequence as SQL's bigint; one above 2^63-1 is refused (22003).
+/// A token or sequence as SQL's `bigint`; one above 2^63-1 is refused (`number_above_signed`).
 pub fn signed(name: &str, value: u64) -> i64 {
-    accept::to_signed(value).unwrap_or_else(|e| out_of_range(name, e))
-}
-
-fn out_of_range(name: &str, e: accept::NumberError) -> ! {
-    bad_argument(
-        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        format!(
-            "fencing: {name} {e}; SQL carries tokens as bigint, so tokens above 2^63-1 cannot be presented through SQL"
-        ),
-    )
+    accept::to_signed(value).unwrap_or_else(|e| {
+        refuse(name, e.code(), format_args!("{e}; SQL carries tokens as bigint, so it cannot be presented through SQL"))
+    })
 }
 
 /// A required argument (22004 when NULL).
 pub fn required<T>(name: &str, value: Option<T>) -> T {
-    value.unwrap_or_else(|| bad_argument(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{name} is NULL")))
-}
-
-/// A policy by its contract name.
-pub fn policy(name: &str) -> Policy {
-    name.parse().unwrap_or_else(|e| {
-        bad_argument(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("policy `{name}`: {e}"))
+    value.unwrap_or_else(|| {
+        bad_argument(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("fencing: {name} is NULL"))
     })
 }
 
-/// A resource or lock name: 1 to [`MAX_NAME`] bytes.
+/// A policy by its contract name, spelled exactly.
+pub fn policy(name: &str) -> Policy {
+    accept::policy(name.as_bytes()).unwrap_or_else(|e| refuse("policy", e.code(), e))
+}
+
+/// A resource or lock name by the shared rule (`accept::name`).
 pub fn check_name(what: &str, value: &str) {
-    if value.is_empty() || value.len() > MAX_NAME {
-        bad_argument(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("fencing: {what} must be 1 to {MAX_NAME} bytes, got {}", value.len()),
-        );
+    if let Err(e) = accept::name(value) {
+        refuse(what, e.code(), e);
     }
 }
 
@@ -63,29 +81,15 @@ pub fn name<'a>(what: &str, value: Option<&'a str>) -> &'a str {
 }
 
 /// A decimal setting (`fencing.token`, `fencing.sequence`) as a token or
-/// sequence: 22P02 when it is not a decimal number, 22003 above 2^63-1.
+/// sequence: its canonical decimal text (`accept::number`), within `bigint`.
 pub fn setting_number(name: &str, value: Option<String>) -> Option<i64> {
     let value = value?;
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        bad_argument(
-            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-            format!("fencing: {name} {value:?} is not a decimal number"),
-        );
-    }
-    // All digits: only a value past u64 fails to parse.
-    let parsed = value.parse::<u64>().unwrap_or(u64::MAX);
-    Some(signed(name, parsed))
+    let number = accept::number(value.as_bytes()).unwrap_or_else(|e| refuse(name, e.code(), e));
+    Some(signed(name, number))
 }
 
-/// `fencing.proof` as bytes (empty when unset: the proof is missing): 22P02
-/// when it is not hex, 22001 when longer than any proof.
+/// `fencing.proof` as bytes (empty when unset: the proof is missing), by `accept::proof`.
 pub fn setting_proof(value: Option<String>) -> Vec<u8> {
     let Some(value) = value else { return Vec::new() };
-    accept::proof(value.as_bytes()).unwrap_or_else(|e| {
-        let code = match e {
-            accept::ProofTextError::TooLong { .. } => PgSqlErrorCode::ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
-            accept::ProofTextError::NotHex => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-        };
-        bad_argument(code, format!("fencing: fencing.proof {e}"))
-    })
+    accept::proof(value.as_bytes()).unwrap_or_else(|e| refuse("fencing.proof", e.code(), e))
 }

@@ -6,8 +6,10 @@
 //! - `fencing._try_write(..)`: one write against a resource's fence
 //!   (`write.rs`); `fencing.try_write` and `fencing.check` wrap it.
 //! - `fencing.guard_info()`, `fencing.guard_stats()`.
+//! - `fencing._check_name(what, value)`, `fencing._check_policy(policy)`:
+//!   the shared argument rules (`args.rs`) for the PL/pgSQL functions.
 
-use crate::args::{name, policy, required, signed, unsigned};
+use crate::args::{check_name, name, policy, required, signed, unsigned};
 use crate::{guard, write};
 use fencing_runtime::{Admission, Fence, Sequencer};
 use pgrx::prelude::*;
@@ -37,7 +39,10 @@ fn decide(
         name!(failure, Option<String>),
     ),
 > {
-    let lock = required("lock", lock);
+    let lock = name("lock", lock);
+    if let Some(current) = current_lock {
+        check_name("current_lock", current);
+    }
     let token = unsigned("token", required("token", token));
     let sequence = sequence.map(|s| unsigned("sequence", s));
     let policy = self::policy(required("policy", policy));
@@ -133,4 +138,16 @@ fn guard_info() -> pgrx::JsonB {
         Ok(info) => pgrx::JsonB(info),
         Err(why) => pgrx::JsonB(serde_json::json!({ "error": why })),
     }
+}
+
+/// Raises the refusal of `value` as a name (resource or lock) by the shared rule.
+#[pg_extern(name = "_check_name", immutable, parallel_safe)]
+fn check_name_sql(what: &str, value: &str) {
+    check_name(what, value);
+}
+
+/// Raises the refusal of `value` as a policy by the shared rule (NULL is refused too).
+#[pg_extern(name = "_check_policy", immutable, parallel_safe)]
+fn check_policy(value: Option<&str>) {
+    policy(required("policy", value));
 }

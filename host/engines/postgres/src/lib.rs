@@ -15,9 +15,13 @@
 //! raise the same texts in PL/pgSQL.
 //!
 //! # Layout
-//! - `args.rs`: what comes in from SQL, checked once (tokens by the
-//!   runtime's signed 64-bit rule, names, policies, decimal settings), and
-//!   the SQLSTATE of each refusal.
+//! - `args.rs`: what comes in from SQL, checked by the rules every host
+//!   shares (`fencing_runtime::accept`: names, policies, tokens as `bigint`
+//!   and as decimal settings, proofs), and the SQLSTATE of each refusal.
+//! - `names.rs`: a resource column's value as a name no session setting
+//!   changes (which types qualify, and their names).
+//! - `owner.rs`: whose rights each statement runs with (the fence tables'
+//!   owner, a protected table's owner in a restricted operation).
 //! - `settings.rs`: the `fencing.*` settings (the plugin path and cache
 //!   directory and the verifier keys, superuser-only; the token, lock,
 //!   sequence and proof a statement presents).
@@ -30,22 +34,36 @@
 //!   implementation behind the trigger and `fencing.try_write`.
 //! - `trigger.rs`: the row trigger: what a row presents, the fence it is
 //!   decided against (the fence row, or for `fence_in_row` the row itself),
-//!   and its refusal; `setup.rs` (the trigger's arguments resolved against
-//!   the table) and `row.rs` (a row's values) beneath it.
+//!   and its refusal; `setup.rs` (the trigger's arguments resolved and
+//!   checked against the table's columns) and `row.rs` (a row's values)
+//!   beneath it.
+//! - `carry.rs`: a fence-in-row table's claims on `fencing.fences` (protect,
+//!   unprotect, a partition detached), the fence a row carries, and the
+//!   operator's reset of it.
+//! - `protected.rs`: which tables are protected, and how.
+//! - `ddl.rs`: the `ddl_command_start` event trigger: DDL that would leave a
+//!   protected table's writes undecided or its fences wrong, refused.
 //! - `raise.rs`: a refusal's SQLSTATE, message and evidence, written once
 //!   (`fencing._refusal` for the PL/pgSQL functions), raised from the trigger.
 //! - `functions.rs`: the other SQL-callable functions written in Rust
 //!   (`fencing._decide`, `fencing._try_write`, `fencing.guard_info`,
-//!   `fencing.guard_stats`).
-//! - `sql/fencing.sql`: tables, `fencing.admit`, `fencing.try_write` and
-//!   `fencing.check`, the refusal SQLSTATEs, `fencing.protect`/`unprotect`
-//!   (and a fence-in-row table's claims), the operator's reset and its record.
+//!   `fencing.guard_stats`, the argument checks for PL/pgSQL).
+//! - `sql/fencing.sql`: tables, roles and grants, `fencing.admit`,
+//!   `fencing.try_write` and `fencing.check`, the refusal SQLSTATEs,
+//!   `fencing.protect`/`unprotect` (with what a table's statements reach),
+//!   the operator's reset and its record, and the `ddl_command_end` and
+//!   `sql_drop` event triggers.
 
 use pgrx::prelude::*;
 
 mod args;
+mod carry;
+mod ddl;
 mod functions;
 mod guard;
+mod names;
+mod owner;
+mod protected;
 mod raise;
 mod row;
 mod settings;

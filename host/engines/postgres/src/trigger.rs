@@ -8,7 +8,9 @@
 //! `fence_in_row`, the fence the old row carries. A refusal is raised with
 //! its own SQLSTATE by the C entry point [`fencing_guard_row`] once the
 //! decision's Rust values are gone (`raise.rs`). The table's arguments are
-//! resolved in `setup.rs`, the row's values read through `row.rs`.
+//! resolved and checked in `setup.rs` at every decision, the row's values
+//! read through `row.rs` (a resource by its setting-independent name,
+//! `names.rs`).
 //!
 //! A fence-in-row table (its resource column unique on its own) keeps each
 //! resource's fence in the resource's row: the token column is the
@@ -19,6 +21,14 @@
 //! no other table. An INSERT claims the resource in `fencing.fences`
 //! (deciding against a fence left by an earlier row), a DELETE gives the mark
 //! back there, and a row that moves to another resource does both.
+//!
+//! A partition's trigger is its partitioned table's clone: a fence-in-row
+//! partition's fences are carried by the partitioned table ([`Setup::carrier`]),
+//! so a row that an UPDATE moves to another partition (PostgreSQL's DELETE
+//! from one partition and INSERT into the other, after the UPDATE's BEFORE
+//! triggers) keeps its claim; that DELETE presents what the UPDATE presented
+//! ([`Moving`]). The operator's reset of a carried fence rewrites one row
+//! past this trigger (`carry.rs`, [`ResetPass`]).
 //!
 //! Where a row's values come from (see docs/postgres.md):
 //! - token: INSERT, and UPDATE whose SET list names the token column: the
@@ -31,12 +41,68 @@
 
 use crate::args::{bad_argument, check_name, setting_number, unsigned};
 use crate::raise::{self, Raised, Refusal};
-use crate::row::{Row, set_int};
+use crate::row::{Row, set_int, set_text};
 use crate::setup::{Setup, setup};
 use crate::{settings, write};
 use pgrx::prelude::*;
 use pgrx::{PgTrigger, PgTriggerError};
-use std::num::NonZeroUsize;
+use std::cell::RefCell;
+
+/// What a row that may move to another partition presented in its UPDATE.
+///
+/// PostgreSQL moves a row between partitions as a DELETE from the old
+/// partition and an INSERT into the new one, after the UPDATE's BEFORE
+/// triggers, and fires the BEFORE DELETE trigger too. That DELETE is the
+/// UPDATE's own: it presents what the UPDATE presented, not `fencing.token`.
+struct Moving {
+    relid: pg_sys::Oid,
+    /// The old row's (block, offset), the subtransaction and the client
+    /// statement that update it.
+    at: (u32, u16, pg_sys::SubTransactionId, pg_sys::TimestampTz),
+    token: Option<i64>,
+    lock: String,
+    lock_from_setting: bool,
+    sequence: Option<i64>,
+}
+
+thread_local! {
+    static MOVING: RefCell<Option<Moving>> = const { RefCell::new(None) };
+    /// The one row the operator's reset rewrites past the decision (`carry.rs`).
+    static RESETTING: RefCell<Option<(pg_sys::Oid, String)>> = const { RefCell::new(None) };
+}
+
+/// Lets the next UPDATE of `resource`'s row in the table carrying it
+/// through undecided, once, while it lives: the operator's reset of a
+/// carried fence (`carry.rs`). Dropped (on an error too), the pass is gone.
+pub struct ResetPass;
+
+impl ResetPass {
+    pub fn new(carrier: pg_sys::Oid, resource: &str) -> ResetPass {
+        RESETTING.with(|r| *r.borrow_mut() = Some((carrier, resource.to_owned())));
+        ResetPass
+    }
+}
+
+impl Drop for ResetPass {
+    fn drop(&mut self) {
+        RESETTING.with(|r| *r.borrow_mut() = None);
+    }
+}
+
+/// Where a row version is, and the subtransaction and client statement
+/// that change it. (Not the command id: the fence statements the UPDATE's
+/// trigger runs advance it before the DELETE half fires. A row version that
+/// an UPDATE did not move is dead afterwards, unless its subtransaction
+/// rolled back, so no later DELETE in the same statement and
+/// subtransaction finds it.)
+fn position(tuple: *mut pg_sys::HeapTupleData) -> (u32, u16, pg_sys::SubTransactionId, pg_sys::TimestampTz) {
+    // SAFETY: the tuple belongs to the firing trigger; plain reads of the transaction state.
+    unsafe {
+        let tid = (*tuple).t_self;
+        let block = (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo);
+        (block, tid.ip_posid, pg_sys::GetCurrentSubTransactionId(), pg_sys::GetCurrentStatementStartTimestamp())
+    }
+}
 
 #[unsafe(no_mangle)]
 #[doc(hidden)]
@@ -66,7 +132,9 @@ pub unsafe extern "C-unwind" fn fencing_guard_row(fcinfo: pg_sys::FunctionCallIn
 /// Runs the trigger for one row: the tuple to store, or the refusal to raise.
 fn fire(fcinfo: pg_sys::FunctionCallInfo) -> (pg_sys::Datum, Option<Raised>) {
     // SAFETY: PostgreSQL passes a valid fcinfo to a trigger function.
-    let fcinfo = unsafe { fcinfo.as_ref() }.expect("fcinfo is not NULL");
+    let Some(fcinfo) = (unsafe { fcinfo.as_ref() }) else {
+        bad_argument(PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "fencing: no call info".into())
+    };
     // SAFETY: as above; from_fcinfo checks that this is a trigger call.
     let trigger = unsafe { PgTrigger::from_fcinfo(fcinfo) }
         .unwrap_or_else(|e| bad_argument(PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, e.to_string()));
@@ -83,11 +151,44 @@ fn guard_row(trigger: &PgTrigger<'_>) -> Result<Result<pg_sys::Datum, Refusal>, 
     // SAFETY: the relation belongs to the firing trigger.
     let (relid, desc) = unsafe { ((*data.tg_relation).rd_id, (*data.tg_relation).rd_att) };
     let setup = setup(trigger, relid, desc)?;
-    let row = RowWrite::read(trigger, &setup, desc)?;
-    if let Some(refusal) = row.decide(&setup, relid) {
+    if passes_reset(trigger, &setup, desc)? {
+        return Ok(Ok(pg_sys::Datum::from(data.tg_newtuple)));
+    }
+    // SAFETY: the firing relation's pg_class row, read in place.
+    let owner = unsafe { (*(*data.tg_relation).rd_rel).relowner };
+    if !crate::owner::may_write_fences(owner) {
+        bad_argument(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "fencing: the owner of {} is not a member of fencing_writer, so its writes may not raise fences; \
+                 the write is refused (GRANT fencing_writer TO the owner, or protect a table an owner with that role owns)",
+                crate::owner::qualified_name(relid)
+            ),
+        );
+    }
+    let row = RowWrite::read(trigger, &setup, relid, desc)?;
+    if let Some(refusal) = row.decide(&setup) {
         return Ok(Err(refusal));
     }
     Ok(Ok(row.stored(trigger, &setup)))
+}
+
+/// Whether this is the one UPDATE the operator's reset lets through (the
+/// pass is used up by it).
+fn passes_reset(trigger: &PgTrigger<'_>, setup: &Setup, desc: pg_sys::TupleDesc) -> Result<bool, PgTriggerError> {
+    if RESETTING.with(|r| r.borrow().is_none()) || !matches!(trigger.op()?, PgTriggerOperation::Update) {
+        return Ok(false);
+    }
+    let row = Row { tuple: trigger.trigger_data().tg_newtuple, desc };
+    let resource = row.name(setup.resource, setup.naming, &setup.names[0]);
+    Ok(RESETTING.with(|r| {
+        let mut r = r.borrow_mut();
+        let passes = r.as_ref().is_some_and(|(t, name)| *t == setup.carrier && Some(name) == resource.as_ref());
+        if passes {
+            *r = None;
+        }
+        passes
+    }))
 }
 
 /// What one row's write presents, read once from the row and the settings.
@@ -115,7 +216,12 @@ struct RowWrite {
 impl RowWrite {
     /// Reads the row's resource, lock, token and sequence (where each comes
     /// from: the module's docs) and checks them.
-    fn read(trigger: &PgTrigger<'_>, setup: &Setup, desc: pg_sys::TupleDesc) -> Result<RowWrite, PgTriggerError> {
+    fn read(
+        trigger: &PgTrigger<'_>,
+        setup: &Setup,
+        relid: pg_sys::Oid,
+        desc: pg_sys::TupleDesc,
+    ) -> Result<RowWrite, PgTriggerError> {
         let data = trigger.trigger_data();
         let op = trigger.op()?;
         let (insert, update) = (matches!(op, PgTriggerOperation::Insert), matches!(op, PgTriggerOperation::Update));
@@ -125,6 +231,12 @@ impl RowWrite {
             (_, true) => Some(Row { tuple: data.tg_newtuple, desc }),
             _ => None,
         };
+        if !insert
+            && !update
+            && let Some(moving) = moved_out(relid, data.tg_trigtuple)
+        {
+            return RowWrite::moving(old, setup, moving);
+        }
         let (token_setting, lock_setting, seq_setting) = settings::presented();
         let row_token = match &new {
             Some(n) if insert || token_column_set(data, setup) => n.int(setup.token),
@@ -135,7 +247,7 @@ impl RowWrite {
         let token = token.map(|t| unsigned("token", t) as i64);
 
         let subject = new.as_ref().unwrap_or(&old);
-        let Some(resource) = subject.text(setup.resource) else {
+        let Some(resource) = subject.name(setup.resource, setup.naming, &setup.names[0]) else {
             let column = &setup.names[0];
             bad_argument(PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION, format!("fencing: {column} is NULL"));
         };
@@ -151,6 +263,17 @@ impl RowWrite {
             let other_lock = setup.lock.is_none() && lock_setting.as_deref().is_some_and(|l| l != resource);
             cannot_carry(other_lock, "fencing.lock", "lock");
             cannot_carry(setup.sequence.is_none() && seq_setting.is_some(), "fencing.sequence", "sequence");
+        }
+        if update && setup.partition {
+            let moving = Moving {
+                relid,
+                at: position(data.tg_trigtuple),
+                token,
+                lock: lock.clone(),
+                lock_from_setting,
+                sequence,
+            };
+            MOVING.with(|m| *m.borrow_mut() = Some(moving));
         }
         Ok(RowWrite {
             insert,
@@ -168,13 +291,38 @@ impl RowWrite {
         })
     }
 
+    /// The DELETE half of a row moving to another partition: what the
+    /// UPDATE presented, for the resource the row leaves.
+    fn moving(old: Row, setup: &Setup, m: Moving) -> Result<RowWrite, PgTriggerError> {
+        let Some(resource) = old.name(setup.resource, setup.naming, &setup.names[0]) else {
+            let column = &setup.names[0];
+            bad_argument(PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION, format!("fencing: {column} is NULL"));
+        };
+        let row_lock = setup.lock.and_then(|c| old.text(c));
+        let lock = if m.lock_from_setting || setup.lock.is_some() { m.lock } else { resource.clone() };
+        Ok(RowWrite {
+            insert: false,
+            update: false,
+            old,
+            new: None,
+            resource,
+            lock,
+            lock_from_setting: m.lock_from_setting,
+            row_lock,
+            token: m.token,
+            token_from_setting: false,
+            sequence: m.sequence,
+            row_sequence: None,
+        })
+    }
+
     /// The resources this write changes: its own, and first the one a row
     /// that moves to another resource leaves.
     fn resources(&self, setup: &Setup) -> Vec<String> {
         let mut resources = vec![self.resource.clone()];
         if self.update
             && !self.old.same(self.new.as_ref().unwrap_or(&self.old), setup.resource)
-            && let Some(old_resource) = self.old.text(setup.resource)
+            && let Some(old_resource) = self.old.name(setup.resource, setup.naming, &setup.names[0])
             && old_resource != self.resource
         {
             resources.insert(0, old_resource);
@@ -183,7 +331,7 @@ impl RowWrite {
     }
 
     /// Runs the write against each resource's fence; the first refusal, if any.
-    fn decide(&self, setup: &Setup, relid: pg_sys::Oid) -> Option<Refusal> {
+    fn decide(&self, setup: &Setup) -> Option<Refusal> {
         let resources = self.resources(setup);
         let moved = resources.len() == 2;
         for (i, r) in resources.iter().enumerate() {
@@ -201,7 +349,7 @@ impl RowWrite {
             let Some(token) = self.token else { return Some(refusal("no_token", None, None)) };
             let leaving = !self.insert && (!self.update || (moved && i == 0));
             let in_place = self.update && !moved;
-            let carrier = setup.in_row.then_some(relid);
+            let carrier = setup.in_row.then_some(setup.carrier);
             let presented = write::Presented {
                 resource: r,
                 lock: &lock,
@@ -243,13 +391,13 @@ impl RowWrite {
         if !(self.token_from_setting || set_lock || set_seq) {
             return as_came;
         }
-        let mut tuple = trigger.new().expect("a new row").into_owned();
+        let Some(new) = trigger.new() else { return as_came };
+        let mut tuple = new.into_owned();
         if self.token_from_setting {
             set_int(&mut tuple, setup.token, token, &setup.names[1]);
         }
         if let (true, Some(c)) = (set_lock, setup.lock) {
-            let attnum = NonZeroUsize::new(c.attnum as usize).expect("a user column");
-            tuple.set_by_index(attnum, self.lock.as_str()).expect("the lock column is text");
+            set_text(&mut tuple, c, &self.lock, &setup.names[2]);
         }
         if let (true, Some(c), Some(s)) = (set_seq, setup.sequence, self.sequence) {
             set_int(&mut tuple, c, s, &setup.names[3]);
@@ -284,6 +432,16 @@ fn decide_in_row_and_release(
         write::release(presented.resource, &mark);
     }
     outcome
+}
+
+/// What the UPDATE of this row presented, when this DELETE moves the row
+/// out of its partition (the same command, the same row version).
+fn moved_out(relid: pg_sys::Oid, old: *mut pg_sys::HeapTupleData) -> Option<Moving> {
+    let at = position(old);
+    MOVING.with(|m| {
+        let mut m = m.borrow_mut();
+        m.as_ref().is_some_and(|moving| moving.relid == relid && moving.at == at).then(|| m.take()).flatten()
+    })
 }
 
 /// Refuses a setting a fence-in-row table has no column to keep.

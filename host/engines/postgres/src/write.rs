@@ -26,13 +26,15 @@
 //! `carrier`), and its DELETEs give the mark back through [`release`].
 //!
 //! The fence table belongs to the extension's owner and ordinary roles may
-//! not change it, so steps 1 and 4 run as that owner, the way a SECURITY
-//! DEFINER function would; the role is restored on every exit, and by
-//! PostgreSQL's own abort handling on an error. Plans are prepared once per
-//! backend and kept.
+//! not change it, so the statements run as that owner, the way a SECURITY
+//! DEFINER function would (`owner.rs`: every name in them qualified, so the
+//! caller's `search_path` resolves nothing); the role is restored on every
+//! exit, and by PostgreSQL's own abort handling on an error. Plans are
+//! prepared once per backend and kept.
 
 use crate::args::{self, bad_argument, signed};
 use crate::guard;
+use crate::owner::AsRole;
 use fencing_runtime::{Admission, Fence, Policy, Sequencer};
 use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient};
@@ -79,7 +81,6 @@ struct Plans {
     raise: OwnedPreparedStatement,
     insert: OwnedPreparedStatement,
     release: OwnedPreparedStatement,
-    owner: pg_sys::Oid,
 }
 
 /// What `_admits` decided for the row it was asked about.
@@ -102,23 +103,27 @@ thread_local! {
     static LAST: RefCell<Option<Decided>> = const { RefCell::new(None) };
 }
 
+/// The fence statements. They run as the extension's owner, so every name
+/// in them is schema-qualified, every operator is `OPERATOR(pg_catalog.=)`
+/// and every cast names a `pg_catalog` type (`owner.rs`): the caller's
+/// `search_path`, under which PostgreSQL plans them again when it differs,
+/// resolves nothing in them.
 fn prepare(client: &SpiClient<'_>) -> Plans {
     let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
     let int8 = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-    let keep = |sql: &str, args: &[PgOid]| client.prepare_mut(sql, args).expect("prepare a fence statement").keep();
-    let owner = client
-        .select("SELECT relowner FROM pg_catalog.pg_class WHERE oid = 'fencing.fences'::pg_catalog.regclass", None, &[])
-        .expect("look up the owner of fencing.fences")
-        .first()
-        .get::<pg_sys::Oid>(1)
-        .expect("relowner")
-        .expect("relowner is never null");
+    let keep = |sql: &str, args: &[PgOid]| {
+        client
+            .prepare_mut(sql, args)
+            .unwrap_or_else(|e| bad_argument(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("fencing: {e}")))
+            .keep()
+    };
     Plans {
         raise: keep(
             "UPDATE fencing.fences f SET lock = $2, high_water = $3, sequence = $4, \
              carrier = $6::pg_catalog.oid::pg_catalog.regclass, updated_at = pg_catalog.now() \
-             WHERE f.resource = $1 \
-             AND fencing._admits(f.resource, f.lock, f.high_water, f.sequence, f.xmin::text::bigint, \
+             WHERE f.resource OPERATOR(pg_catalog.=) $1 \
+             AND fencing._admits(f.resource, f.lock, f.high_water, f.sequence, \
+                                 f.xmin::pg_catalog.text::pg_catalog.int8, \
                                  f.carrier::pg_catalog.oid::pg_catalog.int8, $1, $2, $3, $4, $5, $6)",
             &[text, text, int8, int8, text, int8],
         ),
@@ -135,38 +140,12 @@ fn prepare(client: &SpiClient<'_>) -> Plans {
              updated_at = pg_catalog.now()",
             &[text, text, int8, int8],
         ),
-        owner,
     }
 }
 
-/// Runs as `owner` until dropped, then restores the previous role.
-struct AsOwner {
-    user: pg_sys::Oid,
-    context: i32,
-}
-
-impl AsOwner {
-    fn new(owner: pg_sys::Oid) -> AsOwner {
-        let (mut user, mut context) = (pg_sys::Oid::INVALID, 0);
-        // SAFETY: plain reads and writes of the backend's current role, as
-        // fmgr_security_definer does; restored in `drop`.
-        unsafe {
-            pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-            pg_sys::SetUserIdAndSecContext(owner, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-        }
-        AsOwner { user, context }
-    }
-}
-
-impl Drop for AsOwner {
-    fn drop(&mut self) {
-        // SAFETY: restores what `new` read.
-        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) }
-    }
-}
-
+/// A fence value from the fence table (written only by admissions: never negative).
 fn u(v: i64) -> u64 {
-    u64::try_from(v).expect("fence values are non-negative")
+    crate::args::unsigned("fence value", v)
 }
 
 fn fence_of(f: &FenceRow) -> Fence {
@@ -190,15 +169,15 @@ pub fn decide(fence: Option<FenceRow>, p: &Presented) -> Outcome {
 /// Decides `p` against its resource's fence and, on admission, raises the fence.
 pub fn write(p: &Presented) -> Outcome {
     Spi::connect_mut(|client| {
-        let (raise_plan, insert_plan, owner) = with_plans(client, |plans| (&plans.raise, &plans.insert, plans.owner));
-        let _owner = AsOwner::new(owner);
+        let _owner = AsRole::extension_owner();
+        let (raise_plan, insert_plan) = with_plans(client, |plans| (&plans.raise, &plans.insert));
         let policy = p.policy.name();
         let carrier = int_of(p.carrier);
         loop {
             LAST.with(|l| l.borrow_mut().take());
             let args =
                 [p.resource.into(), p.lock.into(), p.token.into(), p.sequence.into(), policy.into(), carrier.into()];
-            client.update(raise_plan, None, &args).expect("raise the fence");
+            client.update(raise_plan, None, &args).unwrap_or_else(|e| spi_failed("raise the fence", e));
             match LAST.with(|l| l.borrow_mut().take()) {
                 Some(Decided::SameWrite) => {
                     return Outcome::Admitted { high_water: p.token, sequence: p.sequence, new_term: false };
@@ -210,7 +189,8 @@ pub fn write(p: &Presented) -> Outcome {
             let outcome = decide(None, p);
             let Outcome::Admitted { high_water, sequence, .. } = outcome else { return outcome };
             let args = [p.resource.into(), p.lock.into(), high_water.into(), sequence.into(), carrier.into()];
-            if !client.update(insert_plan, None, &args).expect("create the fence").is_empty() {
+            if !client.update(insert_plan, None, &args).unwrap_or_else(|e| spi_failed("create the fence", e)).is_empty()
+            {
                 return outcome;
             }
             // A concurrent first write committed meanwhile: decide against its fence.
@@ -223,11 +203,16 @@ pub fn write(p: &Presented) -> Outcome {
 /// and no carrier.
 pub fn release(resource: &str, fence: &FenceRow) {
     Spi::connect_mut(|client| {
-        let (plan, owner) = with_plans(client, |plans| (&plans.release, plans.owner));
-        let _owner = AsOwner::new(owner);
+        let _owner = AsRole::extension_owner();
+        let plan = with_plans(client, |plans| &plans.release);
         let args = [resource.into(), fence.lock.as_str().into(), fence.high_water.into(), fence.sequence.into()];
-        client.update(plan, None, &args).expect("release the fence");
+        client.update(plan, None, &args).unwrap_or_else(|e| spi_failed("release the fence", e));
     })
+}
+
+/// An SPI failure (PostgreSQL raised its own ERROR already in nearly every case).
+pub fn spi_failed(what: &str, e: pgrx::spi::SpiError) -> ! {
+    bad_argument(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("fencing: {what}: {e}"))
 }
 
 /// Fails the statement: `resource` is written only through the table whose
@@ -303,8 +288,16 @@ fn admits(
     let same = fence.lock == presented_lock && high_water == token && sequence == presented_sequence;
     // SAFETY: a plain query of the backend's own transaction state.
     if same && unsafe { pg_sys::TransactionIdIsCurrentTransactionId((xmin as u32).into()) } {
-        LAST.with(|l| *l.borrow_mut() = Some(Decided::SameWrite));
-        return false;
+        if presented_carrier.is_none() {
+            LAST.with(|l| *l.borrow_mut() = Some(Decided::SameWrite));
+            return false;
+        }
+        // A fence-in-row table claims what this transaction just gave back
+        // (a row deleted and inserted again, or moved between partitions):
+        // the same write, and the row now carries the fence.
+        let claimed = Outcome::Admitted { high_water, sequence, new_term: false };
+        LAST.with(|l| *l.borrow_mut() = Some(Decided::Outcome(claimed)));
+        return true;
     }
     let p = Presented {
         resource,

@@ -123,7 +123,7 @@ async fn rows_carry_their_fences_from_protect_to_unprotect() {
     )
     .await
     .unwrap();
-    let claim = "SELECT fencing._carry_claim('public.sneaky', 'id', 'token', NULL, NULL)";
+    let claim = "SELECT fencing._carry_claim('public.sneaky'::regclass)";
     assert_eq!(fails(&a, claim).await.0, "55000");
     assert_eq!(fence_row(&a, "s1").await, None);
 }

@@ -103,7 +103,7 @@ async fn forged_tokens_are_refused_with_their_own_sqlstate_and_the_paused_holder
         .batch_execute(&format!(
             "CREATE TABLE public.orders (id text PRIMARY KEY, body text NOT NULL, token bigint);
              SELECT fencing.protect('public.orders', 'id', 'token');
-             CREATE ROLE app LOGIN; GRANT ALL ON public.orders TO app;
+             CREATE ROLE app LOGIN IN ROLE fencing_writer; GRANT ALL ON public.orders TO app;
              ALTER ROLE app SET fencing.verify_keys = '{keys}';"
         ))
         .await

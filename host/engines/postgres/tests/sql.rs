@@ -7,7 +7,7 @@
 
 use fencing_cli::vectors::{Case, load_dir};
 use fencing_postgres_tests::{connect, fails, sqlstate, with_extension};
-use fencing_runtime::{Admission, Decision, Fence, Guard, NativeGuard, Policy, Rejection, Sequencer};
+use fencing_runtime::{Admission, Decision, Fence, Guard, NativeGuard, Policy, Rejection, Sequencer, accept};
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use tokio_postgres::Client;
@@ -52,6 +52,12 @@ async fn admit_sql(
     }))
 }
 
+/// The refusal code of the first lock that is not a name by the shared rule, if any.
+fn bad_lock(fence: Option<&Fence>, s: &Sequencer) -> Option<&'static str> {
+    let locks = [Some(s.lock.as_str()), fence.map(|f| f.lock.as_str())];
+    locks.into_iter().flatten().find_map(|l| accept::name(l).err().map(|e| e.code()))
+}
+
 fn fits_bigint(fence: Option<&Fence>, s: &Sequencer) -> bool {
     let values = [Some(s.token), s.sequence, fence.map(|f| f.high_water), fence.and_then(|f| f.sequence)];
     values.into_iter().flatten().all(|v| v <= i64::MAX as u64)
@@ -62,7 +68,7 @@ async fn admit_agrees_with_the_native_rules_on_every_vector_and_random_cases() {
     let pg = with_extension().await;
     let c = connect(&pg.url).await;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../tests/vectors");
-    let (mut compared, mut out_of_range) = (0, 0);
+    let (mut compared, mut out_of_range, mut not_a_name) = (0, 0, 0);
     for file in load_dir(&dir).unwrap() {
         for case in &file.cases {
             let Case::Admit { name, policy, fence, sequencer, expect } = case else { continue };
@@ -71,19 +77,34 @@ async fn admit_agrees_with_the_native_rules_on_every_vector_and_random_cases() {
             match admit_sql(&c, fence.as_ref(), sequencer, *policy).await {
                 Ok(sql) => {
                     assert!(fits_bigint(fence.as_ref(), sequencer), "{name}: a value above 2^63-1 was accepted");
+                    assert_eq!(
+                        bad_lock(fence.as_ref(), sequencer),
+                        None,
+                        "{name}: a lock that is not a name was accepted"
+                    );
                     assert_eq!(sql, native, "{name}");
                     compared += 1;
                 }
                 Err(e) => {
-                    // Values above 2^63-1 arrive as negative bigints: refused, never wrapped.
-                    assert!(!fits_bigint(fence.as_ref(), sequencer), "{name}: {e}");
-                    assert_eq!(sqlstate(&e).0, "22003", "{name}");
-                    out_of_range += 1;
+                    let db = e.as_db_error().unwrap_or_else(|| panic!("{name}: {e}"));
+                    if let Some(code) = bad_lock(fence.as_ref(), sequencer) {
+                        // A lock that is not a name by the hosts' shared rule is refused by its code.
+                        assert!(db.message().contains(code), "{name}: {}", db.message());
+                        not_a_name += 1;
+                    } else {
+                        // Values above 2^63-1 arrive as negative bigints: refused, never wrapped.
+                        assert!(!fits_bigint(fence.as_ref(), sequencer), "{name}: {e}");
+                        assert_eq!(sqlstate(&e).0, "22003", "{name}");
+                        out_of_range += 1;
+                    }
                 }
             }
         }
     }
-    assert!(compared >= 40 && out_of_range >= 1, "compared {compared}, out of range {out_of_range}");
+    assert!(
+        compared >= 40 && out_of_range >= 1 && not_a_name >= 1,
+        "compared {compared}, out of range {out_of_range}, not a name {not_a_name}"
+    );
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(12);
     for i in 0..2000 {

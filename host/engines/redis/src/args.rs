@@ -1,9 +1,53 @@
-//! Reading a command's arguments: u64 tokens and sequences as every host
-//! reads them (decimal, 0 to 2^64-1, nothing else), lock names as the
-//! contract's strings (UTF-8), and the options a fenced write takes.
+//! Reading a command's arguments by the rules every host follows
+//! (`fencing_runtime::accept`): lock names and holder ids are names (1 to
+//! 256 characters of UTF-8, no control character, no whitespace at either
+//! end), a policy is spelled as in the contract, a token or sequence is its
+//! canonical decimal text, a proof is bounded hex. A refusal is
+//! `ERR <argument> <what is wrong> (<rule's code>)`, for example
+//! `ERR lock contains control character U+0000 (name_control)`.
+//!
+//! Keys are Redis's own and stay binary-safe: any bytes, a NUL or a byte
+//! that is not UTF-8 included (a raw UUID is an honest key); the module
+//! keeps them as bytes and never turns one into text except, escaped, in a
+//! log line or an error's evidence.
 
-use fencing_runtime::Policy;
-use redis_module::{RedisError, RedisString};
+use crate::boundary::Refusal;
+use fencing_runtime::{Policy, accept};
+use redis_module::RedisString;
+
+/// An error reply naming the argument: `ERR <what> <problem>`.
+pub fn invalid(what: &str, problem: impl std::fmt::Display) -> Refusal {
+    Refusal::new(format!("ERR {what} {problem}"))
+}
+
+/// A token or sequence: canonical decimal, 0 to 2^64-1.
+pub fn number(arg: &RedisString, what: &str) -> Result<u64, Refusal> {
+    accept::number(arg.as_slice()).map_err(|e| invalid(what, e))
+}
+
+/// A name (a lock, a holder): the hosts' one rule for names.
+pub fn name<'a>(arg: &'a RedisString, what: &str) -> Result<&'a str, Refusal> {
+    accept::name_bytes(arg.as_slice()).map_err(|e| invalid(what, e))
+}
+
+/// Any lock name the contract takes (UTF-8, nothing more):
+/// `FENCING.DECIDE` decides, it stores nothing, and the shared decision
+/// vectors use names no host stores (the empty name, 300 characters).
+pub fn contract_lock(arg: &RedisString) -> Result<String, Refusal> {
+    std::str::from_utf8(arg.as_slice())
+        .map(str::to_owned)
+        .map_err(|_| invalid("lock", "is not UTF-8 text (name_not_utf8)"))
+}
+
+/// A policy, spelled exactly as in the contract.
+pub fn policy(arg: &RedisString) -> Result<Policy, Refusal> {
+    accept::policy(arg.as_slice()).map_err(|e| invalid("POLICY", e))
+}
+
+/// A `PROOF` argument: the grant's proof in hex.
+pub fn proof(arg: &RedisString) -> Result<Vec<u8>, Refusal> {
+    accept::proof(arg.as_slice()).map_err(|e| invalid("PROOF", e))
+}
 
 /// The options after a fenced write's fixed arguments: `SEQ n`, `POLICY p`, `PROOF hex`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,85 +58,32 @@ pub struct WriteOptions {
     pub proof: Option<Vec<u8>>,
 }
 
-/// An error reply naming the argument: `ERR <what> ...`.
-pub fn invalid(what: &str, problem: &str) -> RedisError {
-    RedisError::String(format!("ERR {what} {problem}"))
+fn is(word: &RedisString, name: &str) -> bool {
+    word.as_slice().eq_ignore_ascii_case(name.as_bytes())
 }
 
-/// A u64 in decimal: no sign, no spaces, at most 2^64-1.
-pub fn u64_arg(arg: &RedisString, what: &str) -> Result<u64, RedisError> {
-    let bytes = arg.as_slice();
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return Err(invalid(what, "must be a decimal integer from 0 to 18446744073709551615"));
-    }
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| invalid(what, "is above 18446744073709551615 (tokens are u64)"))
-}
-
-/// A lock name: 1 to 256 characters of UTF-8.
-pub fn lock_arg(arg: &RedisString) -> Result<String, RedisError> {
-    let name = std::str::from_utf8(arg.as_slice()).map_err(|_| invalid("lock", "is not UTF-8"))?;
-    let chars = name.chars().count();
-    if chars == 0 || chars > 256 {
-        return Err(invalid("lock", "must be 1 to 256 characters"));
-    }
-    Ok(name.to_owned())
-}
-
-/// Any lock name the contract takes (UTF-8, no length rule of the module's;
-/// `FENCING.DECIDE` checks decisions, it stores nothing).
-pub fn any_lock_arg(arg: &RedisString) -> Result<String, RedisError> {
-    std::str::from_utf8(arg.as_slice()).map(str::to_owned).map_err(|_| invalid("lock", "is not UTF-8"))
-}
-
-/// A policy's name.
-pub fn policy_arg(arg: &RedisString) -> Result<Policy, RedisError> {
-    match arg.as_slice().to_ascii_lowercase().as_slice() {
-        b"non-decreasing" | b"non_decreasing" => Ok(Policy::NonDecreasing),
-        b"strictly-increasing" | b"strictly_increasing" => Ok(Policy::StrictlyIncreasing),
-        _ => Err(invalid("POLICY", "must be non-decreasing or strictly-increasing")),
-    }
-}
-
-/// A `PROOF` argument: the grant's proof in hex (`fencing_runtime::accept::proof`).
-pub fn proof_arg(value: &RedisString) -> Result<Vec<u8>, RedisError> {
-    fencing_runtime::accept::proof(value.as_slice()).map_err(|e| invalid("PROOF", &e.to_string()))
-}
-
-/// Reads `SEQ n` and `POLICY p` from the front of `args`; the rest is returned.
-pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisString]), RedisError> {
+/// Reads `SEQ n`, `POLICY p` and `PROOF hex` (each at most once, any order)
+/// from the front of `args`; the rest is returned.
+pub fn write_options(args: &[RedisString]) -> Result<(WriteOptions, &[RedisString]), Refusal> {
     let mut options = WriteOptions { sequence: None, policy: Policy::NonDecreasing, proof: None };
+    let mut policy_given = false;
     let mut rest = args;
     loop {
-        match rest {
-            [word, value, tail @ ..] if word.as_slice().eq_ignore_ascii_case(b"SEQ") => {
-                if options.sequence.is_some() {
-                    return Err(invalid("SEQ", "is given twice"));
-                }
-                options.sequence = Some(u64_arg(value, "SEQ")?);
-                rest = tail;
+        let Some(word) = rest.first() else { return Ok((options, rest)) };
+        let option = ["SEQ", "POLICY", "PROOF"].into_iter().find(|o| is(word, o));
+        let Some(option) = option else { return Ok((options, rest)) };
+        let Some(value) = rest.get(1) else { return Err(invalid(option, "needs a value")) };
+        let twice = match option {
+            "SEQ" => options.sequence.replace(number(value, "SEQ")?).is_some(),
+            "POLICY" => {
+                options.policy = policy(value)?;
+                std::mem::replace(&mut policy_given, true)
             }
-            [word, value, tail @ ..] if word.as_slice().eq_ignore_ascii_case(b"POLICY") => {
-                options.policy = policy_arg(value)?;
-                rest = tail;
-            }
-            [word, value, tail @ ..] if word.as_slice().eq_ignore_ascii_case(b"PROOF") => {
-                if options.proof.is_some() {
-                    return Err(invalid("PROOF", "is given twice"));
-                }
-                options.proof = Some(proof_arg(value)?);
-                rest = tail;
-            }
-            [word]
-                if word.as_slice().eq_ignore_ascii_case(b"SEQ")
-                    || word.as_slice().eq_ignore_ascii_case(b"POLICY")
-                    || word.as_slice().eq_ignore_ascii_case(b"PROOF") =>
-            {
-                return Err(invalid(&String::from_utf8_lossy(word.as_slice()).to_uppercase(), "needs a value"));
-            }
-            _ => return Ok((options, rest)),
+            _ => options.proof.replace(proof(value)?).is_some(),
+        };
+        if twice {
+            return Err(invalid(option, "is given twice"));
         }
+        rest = &rest[2..];
     }
 }

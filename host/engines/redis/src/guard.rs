@@ -12,15 +12,21 @@
 //! Only who starts Redis or may run `MODULE LOAD` chooses them: a permissive
 //! component could admit any write, and a signing key mints tokens.
 
+use crate::boundary::Refusal;
 use fencing_runtime::proof::{Signer, VerifierKey};
 use fencing_runtime::{Verifier, WasmGuard, accept, key_text};
-use redis_module::{RedisError, RedisString};
+use redis_module::RedisString;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-static GUARD: OnceLock<WasmGuard> = OnceLock::new();
-static VERIFIER: OnceLock<Option<Verifier>> = OnceLock::new();
-static SIGNER: OnceLock<Option<Signer>> = OnceLock::new();
+/// What a load of the module set up: the guard and the keys.
+struct Loaded {
+    guard: WasmGuard,
+    verifier: Option<Verifier>,
+    signer: Option<Signer>,
+}
+
+static LOADED: OnceLock<Loaded> = OnceLock::new();
 
 const USAGE: &str = "the module takes `PLUGIN <path to a fencing:guard component>`, `VERIFY <id> <algorithm> <hex>` \
                      (repeatable) and `SIGN <id> <algorithm> <hex>`";
@@ -81,38 +87,44 @@ fn parse(args: &[RedisString]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// Loads the guard and the keys from the module's arguments; an error message when it cannot.
+/// Loads the guard and the keys from the module's arguments, all or
+/// nothing: an error message when any of them cannot be loaded.
+///
+/// A module with a data type cannot be unloaded (Redis refuses `MODULE
+/// UNLOAD`), so a process loads the module once; should a second load ever
+/// reach this (the library kept mapped after a failed load), it fails
+/// rather than keep the first load's guard and keys under the second's
+/// arguments.
 pub fn load(args: &[RedisString]) -> Result<(), String> {
     let options = parse(args)?;
     let verifier = match options.verify.is_empty() {
         true => None,
         false => Some(Verifier::new(options.verify).map_err(|e| format!("VERIFY: {e}"))?),
     };
-    if GUARD.get().is_some() {
-        return Ok(());
-    }
     let guard = match &options.plugin {
         None => accept::host_guard(None, None).map_err(|e| format!("cannot load the fencing:guard component: {e}"))?,
         Some(path) => accept::host_guard(Some(path), None)
             .map_err(|e| format!("cannot load the plugin {}: {e}", path.display()))?,
     };
-    let _ = GUARD.set(guard);
-    let _ = VERIFIER.set(verifier);
-    let _ = SIGNER.set(options.sign);
-    Ok(())
+    LOADED
+        .set(Loaded { guard, verifier, signer: options.sign })
+        .map_err(|_| "the module was loaded in this redis-server process before: restart redis-server to load it with other arguments".to_string())
 }
 
 /// The loaded guard, or the refusal a write gets without one.
-pub fn get() -> Result<&'static WasmGuard, RedisError> {
-    GUARD.get().ok_or(RedisError::Str("GUARD_FAILURE the guard is not loaded"))
+pub fn get() -> Result<&'static WasmGuard, Refusal> {
+    LOADED
+        .get()
+        .map(|l| &l.guard)
+        .ok_or_else(|| Refusal::new("GUARD_FAILURE guard_unavailable the guard is not loaded"))
 }
 
 /// The keys every fenced write's proof must hold under (`VERIFY`), if any.
 pub fn verifier() -> Option<&'static Verifier> {
-    VERIFIER.get().and_then(Option::as_ref)
+    LOADED.get().and_then(|l| l.verifier.as_ref())
 }
 
 /// The key grants are signed with (`SIGN`), if any.
 pub fn signer() -> Option<&'static Signer> {
-    SIGNER.get().and_then(Option::as_ref)
+    LOADED.get().and_then(|l| l.signer.as_ref())
 }

@@ -1,93 +1,150 @@
-//! The operator's reset: `FENCING.RESET key reason [REBIND lock high_water]`.
+//! The operator's reset: `FENCING.RESET key reason [REBIND lock high_water]`,
+//! and its record, `FENCING.RESETS [count]`.
 //!
-//! It removes a key's fence, or re-binds it to `lock` at `high_water` (the
-//! safe way to un-brick a key a client pushed to a huge token: set the mark
-//! just above the tokens really in use). Every reset is recorded: an entry in
-//! the stream `fencing:resets:<key>` (who, why, the fence before and after),
-//! replicated and in the AOF like the fence itself, and a warning in Redis's
-//! log. Ordinary clients should not run it: `ACL SETUSER app -fencing.reset`.
+//! A reset removes a key's fence, or re-binds it to `lock` at `high_water`
+//! (the safe way to un-brick a key a client pushed to a huge token: set the
+//! mark just above the tokens really in use). It is the only command that
+//! removes, lowers or re-binds a fence, so it is an operator's: the ACL
+//! users docs/redis.md proposes for applications lack `+fencing.reset`.
+//!
+//! Every reset is recorded before it is applied: the record (id, time, the
+//! ACL user that ran it, the reason, the fence before and after) is kept
+//! with the state (the newest 1,024; persisted and replicated like the
+//! fences), and every reset is also a warning in Redis's log, with every
+//! client-supplied value escaped.
 
-use crate::args::{invalid, lock_arg, u64_arg};
-use crate::fence::{self, replicated};
-use crate::keys;
+use crate::args::{invalid, name, number};
+use crate::boundary::{Answer, Refusal, Reply};
+use crate::replicate::{Effect, emit, now_ms, selected_db};
+use crate::state::ResetRecord;
+use crate::text::escape;
 use fencing_runtime::Fence;
-use redis_module::{Context, RedisError, RedisResult, RedisString};
+use redis_module::{Context, RedisString};
 
 /// The longest reason a reset records, in characters.
 const MAX_REASON_CHARS: usize = 1024;
 
-fn reason_arg(arg: &RedisString) -> Result<String, RedisError> {
-    let reason = std::str::from_utf8(arg.as_slice()).map_err(|_| invalid("reason", "is not UTF-8"))?;
+fn reason_arg(arg: &RedisString) -> Result<&str, Refusal> {
+    let bad =
+        || invalid("reason", format!("must be 1 to {MAX_REASON_CHARS} characters of text without control characters"));
+    let reason = std::str::from_utf8(arg.as_slice()).map_err(|_| bad())?;
     let chars = reason.chars().count();
-    if chars == 0 || chars > MAX_REASON_CHARS {
-        return Err(invalid("reason", &format!("must be 1 to {MAX_REASON_CHARS} characters")));
+    if chars == 0 || chars > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
+        return Err(bad());
     }
-    Ok(reason.to_owned())
+    Ok(reason)
 }
 
 /// The fence a reset leaves: `None` removes it.
-fn after_arg(rest: &[RedisString]) -> Result<Option<Fence>, RedisError> {
+fn after_arg(rest: &[RedisString]) -> Result<Option<Fence>, Refusal> {
     match rest {
         [] => Ok(None),
         [word, lock, high_water] if word.as_slice().eq_ignore_ascii_case(b"REBIND") => {
-            let high_water = u64_arg(high_water, "high_water")?;
+            let lock = name(lock, "lock")?.to_owned();
+            let high_water = number(high_water, "high_water")?;
             if high_water == 0 {
                 return Err(invalid("high_water", "must be 1 or more (token 0 is never issued)"));
             }
-            Ok(Some(Fence { lock: lock_arg(lock)?, high_water, sequence: None }))
+            Ok(Some(Fence { lock, high_water, sequence: None }))
         }
-        _ => Err(RedisError::WrongArity),
+        _ => Err(Refusal::Arity),
     }
 }
 
 /// A fence as the record and the log show it.
-fn describe(fence: Option<&Fence>) -> String {
+pub fn describe(fence: Option<&Fence>) -> String {
     match fence {
         None => "none".into(),
-        Some(f) => match f.sequence {
-            None => format!("lock={:?} high_water={}", f.lock, f.high_water),
-            Some(s) => format!("lock={:?} high_water={} sequence={s}", f.lock, f.high_water),
-        },
+        Some(f) => {
+            let lock = escape(f.lock.as_bytes());
+            match f.sequence {
+                None => format!("lock=\"{lock}\" high_water={}", f.high_water),
+                Some(s) => format!("lock=\"{lock}\" high_water={} sequence={s}", f.high_water),
+            }
+        }
     }
 }
 
-/// `FENCING.RESET key reason [REBIND lock high_water]` -> the id of the
-/// record in `fencing:resets:<key>`.
-pub fn reset(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, key, reason, rest @ ..] = args.as_slice() else { return Err(RedisError::WrongArity) };
+/// `FENCING.RESET key reason [REBIND lock high_water]` -> the id of its record.
+pub fn reset(ctx: &Context, args: &[RedisString]) -> Answer {
+    let [_, key, reason, rest @ ..] = args else { return Err(Refusal::Arity) };
     let reason = reason_arg(reason)?;
     let after = after_arg(rest)?;
-    let name = keys::fence_of_writable(ctx, key)?;
-    let before = fence::read(ctx, &name)?;
-    let user = ctx.get_current_user();
-    let user = String::from_utf8_lossy(user.as_slice()).into_owned();
-    let (was, now) = (describe(before.as_ref()), describe(after.as_ref()));
-    let s = |v: &str| ctx.create_string(v);
-    let record = [
-        &keys::resets(ctx, key.as_slice()),
-        &s("*"),
-        &s("key"),
-        key,
-        &s("user"),
-        &s(&user),
-        &s("reason"),
-        &s(&reason),
-        &s("before"),
-        &s(&was),
-        &s("after"),
-        &s(&now),
-    ];
-    // Recorded first: a record of a reset that then failed is better than a
-    // reset nobody recorded.
-    let id = replicated(ctx, "XADD", &record)?;
-    match &after {
-        None => fence::remove(ctx, &name)?,
-        Some(f) => fence::write(ctx, &name, before.as_ref(), f)?,
-    }
+    crate::events::require_writable()?;
+    let db = selected_db(ctx);
+    let user = String::from_utf8_lossy(ctx.get_current_user().as_slice()).into_owned();
+    let record = {
+        let state = crate::state::lock().map_err(Refusal::new)?;
+        ResetRecord {
+            id: state.next_reset,
+            time_ms: now_ms(ctx),
+            db,
+            key: key.as_slice().to_vec(),
+            user,
+            reason: reason.to_owned(),
+            before: state.fence(db, key.as_slice()).cloned(),
+            after,
+        }
+    };
+    emit(ctx, Effect::Reset(&record));
+    crate::text::warn(
+        ctx,
+        &format!(
+            "fencing: reset {} of the fence of key \"{}\" in db {db} by user \"{}\" because \"{}\": before {}, after {}",
+            record.id,
+            escape(&record.key),
+            escape(record.user.as_bytes()),
+            escape(record.reason.as_bytes()),
+            describe(record.before.as_ref()),
+            describe(record.after.as_ref()),
+        ),
+    );
+    let id = record.id;
+    let mut state = crate::state::lock().map_err(Refusal::new)?;
+    match &record.after {
+        None => state.remove_fence(db, key.as_slice()),
+        Some(f) => {
+            state.set_fence(db, key.as_slice(), f.clone());
+            None
+        }
+    };
+    state.record_reset(record);
     crate::stats::reset();
-    ctx.log_warning(&format!(
-        "fencing: the fence of key {:?} was reset by user {user:?} because {reason:?}: before {was}, after {now}",
-        String::from_utf8_lossy(key.as_slice())
-    ));
-    Ok(id)
+    Ok(Reply::Int(id as i64))
+}
+
+fn field(name: &'static std::ffi::CStr, value: Reply) -> [Reply; 2] {
+    [Reply::Status(name), value]
+}
+
+/// `FENCING.RESETS [count]` -> the newest `count` (default 10) reset records,
+/// newest first, each `[id, N, time_ms, N, db, N, key, k, user, u, reason, r, before, b, after, a]`.
+pub fn records(_ctx: &Context, args: &[RedisString]) -> Answer {
+    let count = match args {
+        [_] => 10,
+        [_, n] => number(n, "count")?,
+        _ => return Err(Refusal::Arity),
+    };
+    let state = crate::state::lock().map_err(Refusal::new)?;
+    let text = |s: String| Reply::Bulk(s.into_bytes());
+    Ok(Reply::Array(
+        state
+            .resets
+            .iter()
+            .rev()
+            .take(usize::try_from(count).unwrap_or(usize::MAX))
+            .map(|r| {
+                let mut e = Vec::with_capacity(16);
+                e.extend(field(c"id", Reply::Int(r.id as i64)));
+                e.extend(field(c"time_ms", Reply::Int(r.time_ms)));
+                e.extend(field(c"db", Reply::Int(i64::from(r.db))));
+                e.extend(field(c"key", Reply::Bulk(r.key.clone())));
+                e.extend(field(c"user", text(r.user.clone())));
+                e.extend(field(c"reason", text(r.reason.clone())));
+                e.extend(field(c"before", text(describe(r.before.as_ref()))));
+                e.extend(field(c"after", text(describe(r.after.as_ref()))));
+                Reply::Array(e)
+            })
+            .collect(),
+    ))
 }

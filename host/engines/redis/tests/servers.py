@@ -55,7 +55,30 @@ class Server:
             return f.read()
 
     def client(self):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=60)
+
+    def alive(self):
+        """Whether redis-server is still running (a module crash ends it)."""
+        return self.proc.poll() is None
+
+    def restart(self, module_args=None):
+        """Stops redis-server (SIGTERM: it writes what it must) and starts it again on its files."""
+        if module_args is not None:
+            self.module_args = list(module_args)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+        self.log.close()
+        self.start()
+
+    def wait_for(self, section, field, value, timeout=30):
+        """Waits until INFO <section> shows <field> equal to <value>."""
+        deadline = time.monotonic() + timeout
+        r = self.client()
+        while str(r.info(section).get(field)) != str(value):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"INFO {section} {field} never became {value}")
+            time.sleep(0.05)
 
     def kill9(self):
         self.proc.kill()

@@ -87,7 +87,8 @@ class GcPause(WithServer):
         self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 6, "s", "SEQ", 2)).startswith("SEQUENCE_REGRESSED"))
         stats = r.execute_command("FENCING.STATS")
         self.assertEqual(dict(zip(stats[::2], stats[1::2])),
-                         {b"writes_admitted": 5, b"writes_refused": 5, b"guard_failures": 0, b"resets": 0})
+                         {b"writes_admitted": 5, b"writes_refused": 5, b"guard_failures": 0, b"resets": 0,
+                          b"fences": 2, b"locks": 0})
 
     def test_the_story_through_redis_cli(self):
         # Thirty-two leases before the story begins: client A's is the 33rd.
@@ -113,72 +114,57 @@ class GcPause(WithServer):
 
 
 class BadInput(WithServer):
-    def test_bad_input_is_a_clear_error_and_writes_nothing(self):
+    def test_bad_input_is_a_clear_error_naming_the_rule_and_writes_nothing(self):
         r = self.r
         cases = [
             (("FENCING.SET", "k", "l", 1), "wrong number of arguments"),
-            (("FENCING.SET", "k", "l", "x", "v"), "token must be a decimal integer"),
-            (("FENCING.SET", "k", "l", "-1", "v"), "token must be a decimal integer"),
-            (("FENCING.SET", "k", "l", "18446744073709551616", "v"), "token is above 18446744073709551615"),
-            (("FENCING.SET", "k", "", 1, "v"), "lock must be 1 to 256 characters"),
-            (("FENCING.SET", "k", "x" * 257, 1, "v"), "lock must be 1 to 256 characters"),
-            (("FENCING.SET", "k", b"\xff\xfe", 1, "v"), "lock is not UTF-8"),
+            (("FENCING.SET", "k", "l", "x", "v"), "token must be a decimal integer from 0 to 18446744073709551615 (number_not_decimal)"),
+            (("FENCING.SET", "k", "l", "-1", "v"), "(number_not_decimal)"),
+            (("FENCING.SET", "k", "l", "007", "v"), "token must be written without leading zeros (number_leading_zero)"),
+            (("FENCING.SET", "k", "l", "18446744073709551616", "v"), "(number_too_large)"),
+            (("FENCING.SET", "k", "", 1, "v"), "lock must not be empty (name_empty)"),
+            (("FENCING.SET", "k", "x" * 257, 1, "v"), "lock is 257 characters, longer than 256 (name_too_long)"),
+            (("FENCING.SET", "k", b"\xff\xfe", 1, "v"), "lock is not UTF-8 text (name_not_utf8)"),
+            (("FENCING.SET", "k", "app:\x00", 1, "v"), "lock contains control character U+0000 (name_control)"),
+            (("FENCING.SET", "k", " l", 1, "v"), "(name_whitespace)"),
             (("FENCING.SET", "k", "l", 1, "v", "SEQ"), "SEQ needs a value"),
-            (("FENCING.SET", "k", "l", 1, "v", "POLICY", "sometimes"), "POLICY must be"),
-            (("FENCING.SET", "fencing:fence:k", "l", 1, "v"), "keys under the fencing: prefix"),
+            (("FENCING.SET", "k", "l", 1, "v", "SEQ", 1, "SEQ", 2), "SEQ is given twice"),
+            (("FENCING.SET", "k", "l", 1, "v", "POLICY", "sometimes"), "POLICY must be non-decreasing or strictly-increasing (policy_unknown)"),
+            (("FENCING.SET", "k", "l", 1, "v", "POLICY", "non_decreasing"), "(policy_unknown)"),
+            (("FENCING.SET", "k", "l", 1, "v", "POLICY", "Non-Decreasing"), "(policy_unknown)"),
+            (("FENCING.SET", "k", "l", 1, "v", "PROOF", "0x00"), "(proof_not_hex)"),
             (("FENCING.EXEC", "k", "l", 1, "SET", "other", "v"), "the command's first argument must be the fenced key"),
             (("FENCING.ACQUIRE", "l", "me", 5), "ttl_ms must be 10 to 3600000"),
+            (("FENCING.ACQUIRE", "l", "me", "0100"), "(number_leading_zero)"),
+            (("FENCING.ACQUIRE", "l", "me\tyou", 1000), "holder contains control character U+0009 (name_control)"),
             (("FENCING.ACQUIRE", "l", "me"), "wrong number of arguments"),
+            (("FENCING.STATS", "junk"), "wrong number of arguments"),
         ]
         for args, expected in cases:
             self.assertIn(expected, error_of(lambda: r.execute_command(*args)), args)
         self.assertEqual(r.keys("*"), [], "nothing was written")
-        # A fence someone else wrote over is refused (fail closed), and the key is left alone.
-        r.set("fencing:fence:{broken}", "not a hash")
-        r.hset("fencing:fence:{half}", "lock", "l")
-        for key in ("broken", "half"):
-            self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", key, "l", 9, "v")).startswith("FENCE_CORRUPT"), key)
-            self.assertIsNone(r.get(key))
-        r.delete("fencing:fence:{broken}", "fencing:fence:{half}")
+        self.assertEqual(r.execute_command("FENCING.STATS")[-3::2], [0, 0], "no fence and no lock either")
         # Binary values are stored as given, and the u64 limit itself is a token.
         r.execute_command("FENCING.SET", "bin", "l", 18446744073709551615, b"\x00\xff\r\n")
         self.assertEqual(r.get("bin"), b"\x00\xff\r\n")
         self.assertEqual(r.execute_command("FENCING.FENCE", "bin")[1], b"18446744073709551615")
 
 
-def key_slot(key):
-    """The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag or itself)."""
-    start = key.find(b"{")
-    if start >= 0:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            key = key[start + 1:end]
-    crc = 0
-    for byte in key:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc % 16384
-
-
 class Keys(WithServer):
     """Where the module keeps its state, and what it tells Redis about its keys."""
 
-    def test_every_key_the_module_keeps_shares_the_slot_of_its_key_or_lock(self):
+    def test_the_module_keeps_no_key_of_its_own(self):
         r = self.r
-        self.assertEqual(key_slot(b"123456789"), 12739)  # the CRC16 Redis Cluster documents
-        for key, lock in ((b"orders:invoice", "orders"), (b"user:{42}:cart", "carts:{42}"), (b"a{b", "x{")):
-            token, _ = r.execute_command("FENCING.ACQUIRE", lock, "w", 10000)
-            r.execute_command("FENCING.SET", key, lock, token, "v")
-            r.execute_command("FENCING.RESET", key, "a test", "REBIND", lock, token)
-            for name, of in ((b"fencing:fence:", key), (b"fencing:resets:", key),
-                             (b"fencing:lock:", lock.encode()), (b"fencing:token:", lock.encode())):
-                mine = [k for k in r.keys(name + b"*") if of in k]
-                self.assertEqual(len(mine), 1, (name, of, r.keys("*")))
-                self.assertEqual(key_slot(mine[0]), key_slot(of), mine[0])
-        self.assertEqual(r.type("fencing:fence:{orders:invoice}"), b"hash")
-        self.assertEqual(r.type("fencing:token:{orders}"), b"string")
+        token, lease = r.execute_command("FENCING.ACQUIRE", "orders", "w", 10000)
+        r.execute_command("FENCING.SET", "orders:invoice", "orders", token, "v")
+        r.execute_command("FENCING.EXEC", "h", "orders", token, "HSET", "h", "f", "v")
+        r.execute_command("FENCING.RESET", "h", "a test", "REBIND", "orders", token)
+        self.assertEqual(sorted(r.keys("*")), [b"h", b"orders:invoice"], "only the data")
+        stats = r.execute_command("FENCING.STATS")
+        self.assertEqual(dict(zip(stats[::2], stats[1::2]))[b"fences"], 2)
+        self.assertEqual(r.execute_command("FENCING.LOCK", "orders")[:2], [b"w", token])
+        # A key under `fencing:` is an ordinary key.
+        self.assertEqual(r.execute_command("FENCING.SET", "fencing:fence:{x}", "orders", token, "v"), b"OK")
 
     def test_command_info_names_the_keys_so_cluster_clients_route_them(self):
         r = self.r
@@ -214,34 +200,9 @@ class Keys(WithServer):
         self.assertTrue(info["fencing_guard_contract"].startswith("fencing:guard/check@"))
 
 
-class Acl(WithServer):
-    """A user that writes only through the fence, as docs/redis.md sets it up."""
-
-    def setUp(self):
-        super().setUp()
-        commands = "+fencing.acquire +fencing.set +fencing.exec +fencing.fence +get +ping"
-        self.r.execute_command("ACL", "SETUSER", "app", "on", ">secret", "resetkeys", "~app:*", "~orders",
-                               "-@all", *commands.split())
-        self.app = redis.Redis(host="127.0.0.1", port=self.server.port, username="app", password="secret")
-
-    def test_writes_go_through_the_fence_and_exec_runs_with_the_callers_rights_on_its_key_only(self):
-        app, r = self.app, self.r
-        token, _ = app.execute_command("FENCING.ACQUIRE", "orders", "w", 10000)
-        self.assertEqual(app.execute_command("FENCING.SET", "app:x", "orders", token, "v"), b"OK")
-        self.assertIn("no permissions", error_of(lambda: app.execute_command("SET", "fencing:fence:{app:x}", "forged")))
-        self.assertIn("no permissions", error_of(lambda: app.execute_command("FENCING.SET", "other", "orders", token, "v")))
-        # EXEC runs its command as the caller: app may not HSET...
-        self.assertIn("acl verification failed", error_of(lambda: app.execute_command("FENCING.EXEC", "app:h", "orders", token, "HSET", "app:h", "f", "v")))
-        self.assertIsNone(r.execute_command("FENCING.FENCE", "app:h"), "a refused command moves no fence")
-        r.execute_command("ACL", "SETUSER", "app", "+hset", "+del")
-        self.assertEqual(app.execute_command("FENCING.EXEC", "app:h", "orders", token, "HSET", "app:h", "f", "v"), 1)
-        # ...and never on a key but the fenced one, nor a command with no key.
-        for command in (["DEL", "app:h", "fencing:fence:{app:x}"], ["DEL", "app:h", "app:x"]):
-            self.assertIn("touches keys other than the fenced key",
-                          error_of(lambda: r.execute_command("FENCING.EXEC", "app:h", "orders", token, *command)))
-        self.assertIn("writes no key", error_of(lambda: r.execute_command("FENCING.EXEC", "app:h", "orders", token, "FLUSHALL", "app:h")))
-        self.assertEqual(r.get("app:x"), b"v")
-        self.assertEqual(r.execute_command("FENCING.FENCE", "app:x")[1], str(token).encode())
+def resets(r, count=10):
+    """FENCING.RESETS as a list of dicts, newest first."""
+    return [dict(zip(e[::2], e[1::2])) for e in r.execute_command("FENCING.RESETS", count)]
 
 
 class Reset(WithServer):
@@ -251,22 +212,23 @@ class Reset(WithServer):
         r = self.r
         r.execute_command("FENCING.SET", "k", "l", 18446744073709551615, "pushed too far", "SEQ", 4)
         self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 40, "x")).startswith("STALE_TOKEN"))
-        entry = r.execute_command("FENCING.RESET", "k", "a client sent u64::MAX", "REBIND", "l", 39)
+        first_id = r.execute_command("FENCING.RESET", "k", "a client sent u64::MAX", "REBIND", "l", 39)
         self.assertEqual(r.execute_command("FENCING.FENCE", "k"), [b"l", b"39", None])
         self.assertTrue(error_of(lambda: r.execute_command("FENCING.SET", "k", "l", 38, "x")).startswith("STALE_TOKEN"))
         self.assertEqual(r.execute_command("FENCING.SET", "k", "l", 40, "x"), b"OK")
-        r.execute_command("FENCING.RESET", "k", "start over")
+        second_id = r.execute_command("FENCING.RESET", "k", "start over")
+        self.assertEqual(second_id, first_id + 1)
         self.assertIsNone(r.execute_command("FENCING.FENCE", "k"))
         self.assertEqual(r.execute_command("FENCING.SET", "k", "other", 1, "y"), b"OK")
-        records = r.xrange("fencing:resets:{k}")
-        self.assertEqual(records[0][0], entry)
-        first, second = (dict(fields) for _, fields in records)
-        self.assertEqual(first[b"user"], b"default")
+        second, first = resets(r)
+        self.assertEqual((first[b"id"], first[b"user"], first[b"key"], first[b"db"]), (first_id, b"default", b"k", 0))
         self.assertEqual(first[b"reason"], b"a client sent u64::MAX")
         self.assertEqual(first[b"before"], b'lock="l" high_water=18446744073709551615 sequence=4')
         self.assertEqual(first[b"after"], b'lock="l" high_water=39')
         self.assertEqual((second[b"before"], second[b"after"]), (b'lock="l" high_water=40', b"none"))
-        self.assertIn('was reset by user "default" because "start over"', self.server.log_text())
+        self.assertEqual(len(resets(r, 1)), 1)
+        self.assertIn(f'reset {second_id} of the fence of key "k" in db 0 by user "default" because "start over"',
+                      self.server.log_text())
 
     def test_bad_resets_change_nothing(self):
         r = self.r
@@ -275,17 +237,19 @@ class Reset(WithServer):
             (("FENCING.RESET", "k"), "wrong number of arguments"),
             (("FENCING.RESET", "k", ""), "reason must be 1 to 1024 characters"),
             (("FENCING.RESET", "k", "r" * 1025), "reason must be 1 to 1024 characters"),
-            (("FENCING.RESET", "k", b"\xff"), "reason is not UTF-8"),
+            (("FENCING.RESET", "k", b"\xff"), "reason must be 1 to 1024 characters of text"),
+            (("FENCING.RESET", "k", "line\nbreak"), "without control characters"),
             (("FENCING.RESET", "k", "why", "REBIND", "l"), "wrong number of arguments"),
             (("FENCING.RESET", "k", "why", "REBIND", "l", 0), "high_water must be 1 or more"),
-            (("FENCING.RESET", "k", "why", "REBIND", "l", "-3"), "high_water must be a decimal integer"),
-            (("FENCING.RESET", "k", "why", "REBIND", "", 3), "lock must be 1 to 256 characters"),
-            (("FENCING.RESET", "fencing:fence:{k}", "why"), "keys under the fencing: prefix"),
+            (("FENCING.RESET", "k", "why", "REBIND", "l", "-3"), "(number_not_decimal)"),
+            (("FENCING.RESET", "k", "why", "REBIND", "", 3), "(name_empty)"),
+            (("FENCING.RESET", "k", "why", "REBIND", "l\x00", 3), "(name_control)"),
+            (("FENCING.RESETS", "x"), "(number_not_decimal)"),
         ]
         for args, expected in cases:
             self.assertIn(expected, error_of(lambda: r.execute_command(*args)), args)
         self.assertEqual(r.execute_command("FENCING.FENCE", "k"), [b"l", b"7", None])
-        self.assertEqual(r.keys("fencing:resets:*"), [])
+        self.assertEqual(resets(r), [])
 
 
 @unittest.skipUnless(MISBEHAVING, "set FENCING_MISBEHAVING_WASM (scripts/test-redis builds it)")
@@ -391,7 +355,8 @@ class ProofVectors(unittest.TestCase):
     @staticmethod
     def decide(r, c):
         s, f = c["sequencer"], c["fence"]
-        args = ["FENCING.DECIDE", c["policy"], s["lock"], s["token"]]
+        # The vectors name policies as the rules' serde does; the contract's spelling has hyphens.
+        args = ["FENCING.DECIDE", c["policy"].replace("_", "-"), s["lock"], s["token"]]
         if s.get("sequence") is not None:
             args += ["SEQ", s["sequence"]]
         if f is not None:
@@ -439,7 +404,7 @@ class Vectors(unittest.TestCase):
         cls.server.stop()
 
     def decide(self, policy, fence, lock, token, sequence):
-        args = ["FENCING.DECIDE", policy, lock, token]
+        args = ["FENCING.DECIDE", policy.replace("_", "-"), lock, token]
         if sequence is not None:
             args += ["SEQ", sequence]
         if fence is not None:
@@ -528,7 +493,9 @@ class Durability(unittest.TestCase):
 
             t = threading.Thread(target=load)
             t.start()
-            time.sleep(1.0)
+            deadline = time.monotonic() + 60
+            while len(acked_tokens) < 30 and time.monotonic() < deadline:  # load for a while, however slow the machine
+                time.sleep(0.1)
             server.kill9()
             stop.set()
             t.join()

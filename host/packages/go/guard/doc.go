@@ -14,9 +14,9 @@
 //	// d.Verdict == guard.StaleToken, d.Presented == 33, d.HighWater == 34
 //
 // Refusals are values (a Decision with its evidence), never errors. An
-// error means the call could not be decided (a lock name that is not
-// UTF-8, an unknown policy, a module that broke its contract): refuse the
-// write.
+// error means the call could not be decided (a value the hosts' rules
+// refuse, an *InvalidInputError naming the rule's Code; a module that broke
+// its contract): refuse the write.
 //
 // Values are u64 as in the contract: tokens, sequences and high-water marks
 // are uint64 end to end, so nothing is narrowed or wrapped. Lock names are
@@ -32,6 +32,7 @@
 //     and the calls with their results read from guest memory;
 //   - decision.go: the values (fences, sequencers, decisions, verdicts) and
 //     how a verdict code becomes a decision with its evidence;
+//   - accept.go: what the package accepts (names, policies, proofs), the hosts' rules;
 //   - guard.go: the API, validation, and replacing a broken instance.
 //
 // The component is embedded from fencing_guard.wasm, committed in this

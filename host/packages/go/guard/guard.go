@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unicode/utf8"
 )
 
 // Guard decides writes with the rules of the fencing:guard component. The
@@ -81,26 +80,20 @@ func (g *Guard) Close() error {
 // ErrClosed is returned by a Guard after Close.
 var ErrClosed = errors.New("guard: closed")
 
-// InvalidInputError names the value the call could not take.
+// InvalidInputError names the value the call could not take and, when one
+// of the hosts' rules refused it (accept.go), the rule's Code
+// (name_control, ...), with which its text ends.
 type InvalidInputError struct {
 	Field   string
 	Problem string
+	Code    string
 }
 
-func (e *InvalidInputError) Error() string { return "guard: " + e.Field + " " + e.Problem }
-
-func checkName(name, field string) error {
-	if !utf8.ValidString(name) {
-		return &InvalidInputError{Field: field, Problem: "is not UTF-8 (the contract's names are strings)"}
+func (e *InvalidInputError) Error() string {
+	if e.Code == "" {
+		return "guard: " + e.Field + " " + e.Problem
 	}
-	return nil
-}
-
-func checkPolicy(p Policy) error {
-	if p > StrictlyIncreasing {
-		return &InvalidInputError{Field: "policy", Problem: fmt.Sprintf("is %d, not NonDecreasing or StrictlyIncreasing", uint8(p))}
-	}
-	return nil
+	return "guard: " + e.Field + " " + e.Problem + " (" + e.Code + ")"
 }
 
 // ready returns the instance, starting a fresh one after a failure.
@@ -129,7 +122,9 @@ func (g *Guard) failed(err error) error {
 	return err
 }
 
-// reps interns the fence's lock (rep 0 without a fence) and lock in one instance.
+// reps interns the fence's lock (rep 0 without a fence) and lock in one
+// instance. A name is checked when the instance first sees it: an interned
+// name was checked then, and is not checked again.
 func (g *Guard) reps(current *Fence, lock, field string) (*core, uint32, uint32, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := g.ready()
@@ -139,10 +134,16 @@ func (g *Guard) reps(current *Fence, lock, field string) (*core, uint32, uint32,
 		fresh := 0
 		if current != nil {
 			if _, ok := c.locks[current.Lock]; !ok {
+				if err := checkName(current.Lock, "current.Lock"); err != nil {
+					return nil, 0, 0, err
+				}
 				fresh++
 			}
 		}
 		if _, ok := c.locks[lock]; !ok {
+			if err := checkName(lock, field); err != nil {
+				return nil, 0, 0, err
+			}
 			fresh++
 		}
 		if fresh > 0 && len(c.locks)+fresh > g.maxLocks && attempt == 0 {
@@ -152,15 +153,9 @@ func (g *Guard) reps(current *Fence, lock, field string) (*core, uint32, uint32,
 		}
 		var fenceRep uint32
 		if current != nil {
-			if err := checkName(current.Lock, "current.Lock"); err != nil {
-				return nil, 0, 0, err
-			}
 			if fenceRep, err = c.lock(current.Lock); err != nil {
 				return nil, 0, 0, g.failed(err)
 			}
-		}
-		if err := checkName(lock, field); err != nil {
-			return nil, 0, 0, err
 		}
 		rep, err := c.lock(lock)
 		if err != nil {

@@ -61,7 +61,7 @@ func TestBadInputIsAnErrorNamingTheValue(t *testing.T) {
 	g := testGuard(t)
 	var bad *InvalidInputError
 	_, err := g.Admit(nil, Sequencer{Lock: "caf\xe9", Token: 1}, NonDecreasing)
-	if !errors.As(err, &bad) || bad.Field != "presented.Lock" {
+	if !errors.As(err, &bad) || bad.Field != "presented.Lock" || bad.Code != "name_not_utf8" {
 		t.Fatalf("a name that is not UTF-8: %v", err)
 	}
 	_, err = g.Admit(&Fence{Lock: "\xff", HighWater: 1}, Sequencer{Lock: "a", Token: 1}, NonDecreasing)
@@ -69,7 +69,7 @@ func TestBadInputIsAnErrorNamingTheValue(t *testing.T) {
 		t.Fatalf("a fence lock that is not UTF-8: %v", err)
 	}
 	_, err = g.AdmitBatch(nil, "a", []Write{{Token: 1}}, Policy(2))
-	if !errors.As(err, &bad) || bad.Field != "policy" {
+	if !errors.As(err, &bad) || bad.Field != "policy" || bad.Code != "policy_unknown" {
 		t.Fatalf("an unknown policy: %v", err)
 	}
 	// The Guard still decides afterwards.
@@ -192,5 +192,45 @@ func appendLEB(b []byte, v uint32) []byte {
 			return append(b, c)
 		}
 		b = append(b, c|0x80)
+	}
+}
+
+func TestANameTheRuleRefusesIsRefusedWhereverItIsGiven(t *testing.T) {
+	// A NUL inside a name is refused, never compared or truncated at: as the
+	// fence's lock, the presented lock and a batch's lock, every time (a
+	// refused name is never interned, so it is checked again).
+	g := testGuard(t)
+	calls := []func(name string) error{
+		func(n string) error {
+			_, err := g.Admit(&Fence{Lock: n, HighWater: 1}, Sequencer{Lock: "a", Token: 2}, NonDecreasing)
+			return err
+		},
+		func(n string) error {
+			_, err := g.Admit(&Fence{Lock: "a", HighWater: 1}, Sequencer{Lock: n, Token: 2}, NonDecreasing)
+			return err
+		},
+		func(n string) error {
+			_, err := g.AdmitBatch(nil, n, []Write{{Token: 1}}, NonDecreasing)
+			return err
+		},
+		func(n string) error {
+			_, err := g.AdmitSigned(nil, Sequencer{Lock: n, Token: 1}, nil, NewKeys(VerifierKey{ID: 1, Algorithm: HMACSHA256, Material: make([]byte, 32)}), NonDecreasing)
+			return err
+		},
+	}
+	for round := 0; round < 2; round++ {
+		for i, call := range calls {
+			var bad *InvalidInputError
+			err := call("a\x00b")
+			if !errors.As(err, &bad) || bad.Code != "name_control" || !strings.HasSuffix(err.Error(), "contains control character U+0000 (name_control)") {
+				t.Fatalf("call %d, round %d: %v", i, round, err)
+			}
+		}
+	}
+	if err := CheckName("a b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckName("\u00a0a"); err == nil || !strings.HasSuffix(err.Error(), "(name_whitespace)") {
+		t.Fatalf("a leading no-break space: %v", err)
 	}
 }

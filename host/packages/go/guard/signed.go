@@ -36,9 +36,6 @@ func NewKeys(keys ...VerifierKey) *Keys {
 	return k
 }
 
-// maxProof bounds the proof passed in (a proof is 37 or 69 bytes).
-const maxProof = 4096
-
 var keyErrors = [...]string{"no keys given", "more than 64 keys", "two keys have id %d", "key %d is not a key of its algorithm"}
 
 // AdmitSigned decides one signed write: proof (the grant's fencing_proof,
@@ -58,8 +55,8 @@ func (g *Guard) AdmitSigned(current *Fence, presented Sequencer, proof []byte, k
 			return Decision{}, &InvalidInputError{Field: "keys", Problem: fmt.Sprintf("key %d has unknown algorithm %d", k.ID, k.Algorithm)}
 		}
 	}
-	if len(proof) > maxProof {
-		return Decision{}, &InvalidInputError{Field: "proof", Problem: fmt.Sprintf("is %d bytes, more than %d", len(proof), maxProof)}
+	if err := checkProof(proof); err != nil {
+		return Decision{}, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -3,11 +3,13 @@ package guard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -16,6 +18,12 @@ import (
 // FENCING_RANDOM_VECTORS set to a directory of files written by
 // `fencing check --random N`, those cases run too (scripts/test-go: 10,000,
 // each expecting the native Rust rules' verdict).
+//
+// The contract takes any string as a lock name; the package takes the names
+// the hosts' name rule accepts (CheckName). A case whose lock names that rule
+// refuses (the empty name, edge white space, more than 256 characters, a NUL
+// byte in a random case) must be refused with the rule's code, as every host
+// refuses it, instead of decided.
 
 type vectorFile struct {
 	Description string       `json:"description"`
@@ -197,6 +205,42 @@ func fenceOf(f *vectorFence) *Fence {
 	return &Fence{Lock: f.Lock, HighWater: f.HighWater, Sequence: f.Sequence.seq()}
 }
 
+// lockNames are c's lock names in the order a Guard interns them: the fence's, then the presented one.
+func lockNames(c vectorCase) []string {
+	var names []string
+	if c.Fence != nil {
+		names = append(names, c.Fence.Lock)
+	}
+	switch c.Kind {
+	case "admit":
+		names = append(names, c.Sequencer.Lock)
+	case "batch":
+		names = append(names, c.Lock)
+	}
+	return names
+}
+
+// refusal is {"refused": code} for the first of c's lock names CheckName refuses, or nil.
+func refusal(c vectorCase) any {
+	for _, name := range lockNames(c) {
+		var bad *InvalidInputError
+		if err := CheckName(name); errors.As(err, &bad) {
+			return map[string]any{"refused": bad.Code}
+		}
+	}
+	return nil
+}
+
+// refused is err as {"refused": code} when the hosts' rules refused an argument.
+func refused(t *testing.T, name string, err error) any {
+	var bad *InvalidInputError
+	if errors.As(err, &bad) && bad.Code != "" && strings.HasSuffix(err.Error(), "("+bad.Code+")") {
+		return map[string]any{"refused": bad.Code}
+	}
+	t.Fatalf("%s: %v", name, err)
+	return nil
+}
+
 // run decides c with g: its outcome in the vectors' vocabulary.
 func run(t *testing.T, g *Guard, c vectorCase) any {
 	p := policyNamed(t, c.Policy)
@@ -205,7 +249,7 @@ func run(t *testing.T, g *Guard, c vectorCase) any {
 		s := Sequencer{Lock: c.Sequencer.Lock, Token: c.Sequencer.HighWater, Sequence: c.Sequencer.Sequence.seq()}
 		d, err := g.Admit(fenceOf(c.Fence), s, p)
 		if err != nil {
-			t.Fatalf("%s: %v", c.Name, err)
+			return refused(t, c.Name, err)
 		}
 		return verdictJSON(d)
 	case "batch":
@@ -215,7 +259,7 @@ func run(t *testing.T, g *Guard, c vectorCase) any {
 		}
 		out, err := g.AdmitBatch(fenceOf(c.Fence), c.Lock, writes, p)
 		if err != nil {
-			t.Fatalf("%s: %v", c.Name, err)
+			return refused(t, c.Name, err)
 		}
 		verdicts := make([]any, len(out.Decisions))
 		for i, d := range out.Decisions {
@@ -247,9 +291,14 @@ func checkAll(t *testing.T, cases []vectorCase) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	failed := 0
+	failed, refusals := 0, 0
 	for _, c := range cases {
-		got, want := canonical(t, run(t, g, c)), canonical(t, c.Expect)
+		want := canonical(t, c.Expect)
+		if r := refusal(c); r != nil {
+			want = canonical(t, r)
+			refusals++
+		}
+		got := canonical(t, run(t, g, c))
 		if got != want {
 			failed++
 			if failed <= 10 {
@@ -257,7 +306,10 @@ func checkAll(t *testing.T, cases []vectorCase) {
 			}
 		}
 	}
-	t.Logf("%d cases, %d passed, %d failed", len(cases), len(cases)-failed, failed)
+	t.Logf("%d cases, %d passed (%d by refusing a lock name the hosts' rule refuses), %d failed", len(cases), len(cases)-failed, refusals, failed)
+	if refusals == len(cases) {
+		t.Fatal("every case was refused")
+	}
 }
 
 func TestSharedVectors(t *testing.T) {

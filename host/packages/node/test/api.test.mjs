@@ -1,7 +1,7 @@
 // The package's own promises: refusals are values, bad values never cross.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Guard, U64_MAX } from '../index.js';
+import { Guard, U64_MAX, checkName } from '../index.js';
 
 const guard = new Guard();
 
@@ -42,6 +42,11 @@ test('out-of-range and loose values are refused before they cross', () => {
     [() => guard.admitBatch(fence, 'l', [6n, '7']), TypeError, /writes\[1\]/],
   ];
   for (const [call, type, words] of bad) assert.throws(call, (e) => e instanceof type && words.test(e.message));
+  // The rule's codes travel with the refusals that have one.
+  assert.throws(bad[0][0], (e) => e.code === 'number_negative' && e.message.endsWith('(number_negative)'));
+  assert.throws(bad[1][0], (e) => e.code === 'number_too_large' && e.message.endsWith('(number_too_large)'));
+  assert.throws(bad[9][0], (e) => e.code === 'name_not_utf8');
+  assert.throws(bad[10][0], (e) => e.code === 'policy_unknown');
   // Nothing crossed: the fence the caller holds still admits its holder and refuses the stale.
   assert.equal(guard.admit(fence, { lock: 'l', token: 5n }).admitted, true);
   assert.equal(guard.admit(fence, { lock: 'l', token: 4n }).reason, 'stale_token');
@@ -59,7 +64,36 @@ test('u64 edges cross exactly, safe Numbers are accepted', () => {
 
 test('lock names compare as bytes', () => {
   assert.equal(guard.admit({ lock: 'caf\u00e9', highWater: 1n }, { lock: 'cafe\u0301', token: 2n }).reason, 'wrong_lock');
-  assert.equal(guard.admit({ lock: 'a\u0000b', highWater: 1n }, { lock: 'a\u0000b', token: 2n }).admitted, true);
+  assert.equal(guard.admit({ lock: 'Orders', highWater: 1n }, { lock: 'orders', token: 2n }).reason, 'wrong_lock');
+});
+
+test('a name the rule refuses is refused wherever it is given, every time', () => {
+  // A NUL inside a name is refused, never compared or truncated at; a refused name is never interned.
+  const calls = [
+    (n) => guard.admit({ lock: n, highWater: 1n }, { lock: 'a', token: 2n }),
+    (n) => guard.admit({ lock: 'a', highWater: 1n }, { lock: n, token: 2n }),
+    (n) => guard.admit(null, { lock: n, token: 2n }),
+    (n) => guard.admitBatch(null, n, [1n]),
+    (n) => guard.admitColumns({ lock: n, highWater: 1n }, 'a', [2n]),
+  ];
+  for (const call of [...calls, ...calls]) {
+    assert.throws(() => call('a\u0000b'), (e) => e instanceof RangeError && e.code === 'name_control'
+      && e.message.endsWith('contains control character U+0000 (name_control)'));
+  }
+  assert.equal(checkName('a b'), 'a b');
+  assert.throws(() => checkName('a '), (e) => e.code === 'name_whitespace');
+  // String.prototype.trim's white space is not Unicode's: U+FEFF begins a name.
+  assert.equal(checkName('\ufefforders'), '\ufefforders');
+});
+
+test('policies by the contract\'s names only', () => {
+  const fence = { lock: 'l', highWater: 5n };
+  assert.equal(guard.admit(fence, { lock: 'l', token: 5n }, 'strictly-increasing').reason, 'token_reused');
+  assert.equal(guard.admit(fence, { lock: 'l', token: 5n }, 'non-decreasing').admitted, true);
+  assert.equal(guard.admit(fence, { lock: 'l', token: 5n }).admitted, true);
+  for (const other of ['strictly_increasing', 'non_decreasing', 'Non-Decreasing', 5]) {
+    assert.throws(() => guard.admit(fence, { lock: 'l', token: 5n }, other), (e) => e instanceof RangeError && e.code === 'policy_unknown');
+  }
 });
 
 test('a guard with room for two names re-interns correctly', () => {

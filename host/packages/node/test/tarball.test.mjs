@@ -26,7 +26,7 @@ test('the packed tarball installs into an empty folder and answers there', async
   npm(['init', '-y'], app);
   npm(['install', join(tmp, tgz)], app);
   const installed = readdirSync(join(app, 'node_modules', '@fencing', 'guard')).sort();
-  assert.deepEqual(installed, ['README.md', 'core.js', 'dist', 'index.d.ts', 'index.js', 'package.json']);
+  assert.deepEqual(installed, ['README.md', 'accept.js', 'core.js', 'dist', 'index.d.ts', 'index.js', 'package.json']);
 
   writeFileSync(
     join(app, 'example.mjs'),

@@ -8,7 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from fencing_guard import Admission, BatchWrite, Fence, Guard, Policy, Reason, Rejection, Sequencer, Verdict
+from fencing_guard import (
+    Admission,
+    ArgumentError,
+    BatchWrite,
+    Fence,
+    Guard,
+    Policy,
+    Reason,
+    Rejection,
+    Sequencer,
+    Verdict,
+    check_name,
+)
 
 U64_MAX = (1 << 64) - 1
 
@@ -31,16 +43,42 @@ def test_the_gc_pause_story(guard: Guard) -> None:
 
 def test_strict_policy_by_name_or_value(guard: Guard) -> None:
     fence = Fence("orders", 5)
-    for policy in (Policy.STRICTLY_INCREASING, "strictly_increasing"):
+    for policy in (Policy.STRICTLY_INCREASING, "strictly-increasing"):
         assert guard.admit(fence, Sequencer("orders", 5), policy).reason is Reason.TOKEN_REUSED  # type: ignore[union-attr]
     assert guard.admit(fence, Sequencer("orders", 5)).admitted
+    assert guard.admit(fence, Sequencer("orders", 5), "non-decreasing").admitted
+    # The contract's spelling only, as every host takes it.
+    for other in ("strictly_increasing", "STRICTLY-INCREASING", "strictly-increasing "):
+        with pytest.raises(ArgumentError, match=r"\(policy_unknown\)$") as refused:
+            guard.admit(fence, Sequencer("orders", 5), other)
+        assert refused.value.code == "policy_unknown"
 
 
 def test_lock_names_compare_as_bytes(guard: Guard) -> None:
     composed, decomposed = "caf\u00e9", "cafe\u0301"
     assert guard.admit(Fence(composed, 1), Sequencer(decomposed, 2)).reason is Reason.WRONG_LOCK  # type: ignore[union-attr]
-    assert guard.admit(Fence("a\0b", 1), Sequencer("a\0b", 2)).admitted
-    assert guard.admit(Fence("a\0b", 1), Sequencer("a", 2)).reason is Reason.WRONG_LOCK  # type: ignore[union-attr]
+    assert guard.admit(Fence("Orders", 1), Sequencer("orders", 2)).reason is Reason.WRONG_LOCK  # type: ignore[union-attr]
+
+
+def test_a_name_the_rule_refuses_is_refused_wherever_it_is_given(guard: Guard) -> None:
+    """A NUL inside a name is refused, never compared or truncated at: as the
+    fence's lock, the presented lock and a batch's lock, every time (a refused
+    name is never interned, so it is checked again)."""
+    calls = [
+        lambda n: guard.admit(Fence(n, 1), Sequencer("a", 2)),
+        lambda n: guard.admit(Fence("a", 1), Sequencer(n, 2)),
+        lambda n: guard.admit(None, Sequencer(n, 2)),
+        lambda n: guard.admit_batch(None, n, [1]),
+        lambda n: guard.admit_columns(Fence(n, 1), "a", [2]),
+    ]
+    for call in calls * 2:
+        with pytest.raises(ArgumentError) as refused:
+            call("a\0b")
+        assert refused.value.code == "name_control" and isinstance(refused.value, ValueError)
+        assert str(refused.value).endswith("contains control character U+0000 (name_control)")
+    assert check_name("a b") == "a b"
+    with pytest.raises(ArgumentError, match="name_whitespace"):
+        check_name("a ")
 
 
 def test_u64_edges_cross_exactly(guard: Guard) -> None:

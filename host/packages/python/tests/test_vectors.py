@@ -1,5 +1,11 @@
 """Every shared vector, and 10,000 random cases expecting the Rust rules'
-verdicts, through the package's `Guard`."""
+verdicts, through the package's `Guard`.
+
+The contract takes any string as a lock name; the package takes the names
+the hosts' name rule accepts (`check_name`). A case whose lock names that
+rule refuses (the empty name, edge whitespace, more than 256 characters, a
+NUL byte in a random case) must be refused with the rule's code, as every
+host refuses it, instead of decided."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Any, Optional
 import pytest
 from conftest import load_cases, vector_files
 
-from fencing_guard import Admission, BatchWrite, Decision, Fence, Guard, Sequencer
+from fencing_guard import Admission, ArgumentError, BatchWrite, Decision, Fence, Guard, Sequencer, check_name
 
 GUARD = Guard()
 
@@ -29,7 +35,30 @@ def spec(d: Decision) -> dict[str, Any]:
     return out
 
 
+def lock_names(case: dict) -> list[str]:
+    """The case's lock names in the order the guard interns them: the fence's, then the presented one."""
+    names = [case["fence"]["lock"]] if case.get("fence") else []
+    if case["kind"] == "admit":
+        names.append(case["sequencer"]["lock"])
+    elif case["kind"] == "batch":
+        names.append(case["lock"])
+    return names
+
+
+def refusal(case: dict) -> Optional[dict]:
+    """`{"refused": code}` for the first of the case's lock names the name rule refuses, else None."""
+    for name in lock_names(case):
+        try:
+            check_name(name)
+        except ArgumentError as e:
+            return {"refused": e.code}
+    return None
+
+
 def expected(case: dict) -> Any:
+    refused = refusal(case)
+    if refused is not None:
+        return refused
     def verdict(v: dict) -> dict:
         v = dict(v)
         if v["verdict"] == "admitted":
@@ -51,7 +80,16 @@ def expected(case: dict) -> Any:
 
 
 def run(guard: Guard, case: dict) -> Any:
-    policy = case["policy"]
+    try:
+        return decide(guard, case)
+    except ArgumentError as e:
+        assert str(e).endswith(f"({e.code})")
+        return {"refused": e.code}
+
+
+def decide(guard: Guard, case: dict) -> Any:
+    # The vectors name policies as the HTTP API does; the package takes the contract's names.
+    policy = case["policy"].replace("_", "-")
     if case["kind"] == "admit":
         s = case["sequencer"]
         return spec(guard.admit(fence_of(case["fence"]), Sequencer(s["lock"], s["token"], s.get("sequence")), policy))
@@ -77,10 +115,25 @@ def test_shared_vectors_cover_every_kind() -> None:
     assert {c["kind"] for c in SHARED} == {"admit", "batch", "stream"}
 
 
+def test_names_the_rule_refuses_are_refused_by_its_code() -> None:
+    """The shared cases whose lock names the hosts refuse: each refused by the
+    package with the rule's code (never decided), the others all decided."""
+    refused = {c["name"]: refusal(c)["refused"] for c in SHARED if refusal(c) is not None}  # type: ignore[index]
+    assert refused.get("wrong-lock-empty-presented") == "name_empty"
+    assert refused.get("long-lock-name-matches") == "name_too_long"
+    assert refused.get("wrong-lock-trailing-space") == "name_whitespace"
+    for case in SHARED:
+        got = run(GUARD, case)
+        assert ("refused" in got) == (case["name"] in refused), case["name"]
+    assert len(SHARED) - len(refused) >= 100
+
+
 def test_random_cases_agree_with_the_native_rules(random_cases: list[dict]) -> None:
     assert len(random_cases) == 10_000
     wrong = [c["name"] for c in random_cases if run(GUARD, c) != expected(c)]
     assert not wrong, f"{len(wrong)} cases disagree with the native rules, first {wrong[:5]}"
+    refused = sum(1 for c in random_cases if refusal(c) is not None)
+    assert 0 < refused < 5_000, f"{refused} random cases carry a name the rule refuses (a NUL byte): most are decided"
 
 
 def test_a_guard_that_reinterns_agrees_too(random_cases: list[dict]) -> None:

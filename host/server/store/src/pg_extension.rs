@@ -7,7 +7,8 @@
 //! `fencing.protect('fencing_objects', ...)`, so a program that writes the
 //! objects table directly is decided by the same fence.
 //!
-//! A write: `fencing.try_write(..)` locks the resource's fence row, asks the
+//! A write: `fencing.try_write(..)` (which the server's role may call as the
+//! extension's owner or as a member of `fencing_writer`) locks the resource's fence row, asks the
 //! component and raises the fence (or returns the refusal with its
 //! evidence); the mutation follows in the same transaction, and the table's
 //! trigger recognises it as the same write (same transaction, lock, token
@@ -146,6 +147,12 @@ pub(super) async fn decide(
         .await;
     let row = match decided {
         Ok(row) => row,
+        Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => {
+            return Err(StorageError::Backend(format!(
+                "postgres: deciding in the fencing extension needs the role fencing_writer ({})",
+                db_message(&e)
+            )));
+        }
         Err(e) if e.code().is_some_and(|c| c.code() == "FN010") => {
             let failure = guard_failure(&e);
             let fence = fence_in(txn, rid).await?;

@@ -16,6 +16,8 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     run_as: Option<String>,
     port: u16,
+    /// Server settings given at start (`name=value`, passed as `-c`).
+    settings: Vec<String>,
     pub url: String,
 }
 
@@ -40,6 +42,12 @@ fn command(run_as: &Option<String>, program: PathBuf) -> Command {
 
 impl Postgres {
     pub async fn start() -> Postgres {
+        Postgres::start_with(&[]).await
+    }
+
+    /// A server started with these settings (`name=value`, each passed as
+    /// `-c`), for example `wal_level=logical` or `max_prepared_transactions=2`.
+    pub async fn start_with(settings: &[&str]) -> Postgres {
         let uid = Command::new("id").arg("-u").output().expect("run id -u");
         let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
         let run_as = root.then(|| std::env::var("FENCING_PG_USER").unwrap_or_else(|_| "postgres".into()));
@@ -57,8 +65,9 @@ impl Postgres {
         assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
         let port = crate::free_port();
         let url = format!("host=127.0.0.1 port={port} user=fencing dbname=postgres");
-        let child = spawn(&run_as, dir.path(), port);
-        let pg = Postgres { child, dir, run_as, port, url };
+        let settings: Vec<String> = settings.iter().map(|s| s.to_string()).collect();
+        let child = spawn(&run_as, dir.path(), port, &settings);
+        let pg = Postgres { child, dir, run_as, port, settings, url };
         pg.wait_ready().await;
         pg
     }
@@ -85,8 +94,8 @@ impl Postgres {
         assert!(out.status.success(), "pg_basebackup failed: {}", String::from_utf8_lossy(&out.stderr));
         let port = crate::free_port();
         let url = format!("host=127.0.0.1 port={port} user=fencing dbname=postgres");
-        let child = spawn(&self.run_as, dir.path(), port);
-        let pg = Postgres { child, dir, run_as: self.run_as.clone(), port, url };
+        let child = spawn(&self.run_as, dir.path(), port, &self.settings);
+        let pg = Postgres { child, dir, run_as: self.run_as.clone(), port, settings: self.settings.clone(), url };
         pg.wait_ready().await;
         pg
     }
@@ -110,14 +119,17 @@ impl Postgres {
         let pid: i32 = pidfile.lines().next().unwrap().trim().parse().unwrap();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGQUIT).unwrap();
         self.child.wait().unwrap();
-        self.child = spawn(&self.run_as, self.dir.path(), self.port);
+        self.child = spawn(&self.run_as, self.dir.path(), self.port, &self.settings);
         self.wait_ready().await;
     }
 }
 
-fn spawn(run_as: &Option<String>, dir: &std::path::Path, port: u16) -> Child {
-    command(run_as, bin("postgres"))
-        .arg("-D")
+fn spawn(run_as: &Option<String>, dir: &std::path::Path, port: u16, settings: &[String]) -> Child {
+    let mut c = command(run_as, bin("postgres"));
+    for setting in settings {
+        c.args(["-c", setting]);
+    }
+    c.arg("-D")
         .arg(dir.join("data"))
         .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
         .arg(dir)

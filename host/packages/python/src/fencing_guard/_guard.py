@@ -1,7 +1,8 @@
 """`Guard`: the bundled `fencing:guard` component's rules, called through
 the core-ABI engine (`_core.py`).
 
-This file validates every value before it crosses, interns lock names, and
+This file validates every value before it crosses (by `_accept`'s rules;
+a name when it is first interned), interns lock names, and
 turns verdict codes into `Decision`s with their evidence, which follows from
 the inputs (`wit/guard.wit`, `admit-code` and `batch-outcome`); everything
 else speaks `_types`.
@@ -18,6 +19,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 from wasmtime import Engine
 
+from ._accept import check_name, check_proof
 from ._core import INTERFACE, ContractError, Core, core_module, i64
 from ._types import (
     Admission,
@@ -34,7 +36,6 @@ from ._types import (
     StreamOutcome,
     U64_MAX,
     Verdict,
-    check_lock,
     check_optional_u64,
     check_policy,
     check_u64,
@@ -70,8 +71,6 @@ _STREAM_TABLE = tuple(_STREAM.get(b) for b in range(256))
 #: Verdict codes of a proof that does not hold (7, no keys installed, cannot
 #: happen: a guard installs its keys before the call).
 _PROOF_REASONS = {8: Reason.PROOF_MISSING, 9: Reason.PROOF_MALFORMED, 10: Reason.PROOF_UNKNOWN_KEY, 11: Reason.PROOF_BAD}
-#: Longest proof passed in (a proof is 37 or 69 bytes).
-_MAX_PROOF = 4096
 #: The WIT `key-algorithm` case of each algorithm, and `key-error`'s cases.
 _ALGORITHM = {"ed25519": 0, "hmac-sha256": 1}
 _KEY_ERRORS = ("no keys given", "more than 64 keys", "two keys have id {}", "key {} is not a key of its algorithm")
@@ -125,7 +124,7 @@ class Guard:
         r = self._core.locks.get(name)
         if r is not None:
             return r
-        check_lock(name, what)
+        check_name(name, what)
         if len(self._core.locks) >= self._max_locks:
             self._core = Core(self._engine, self._module)
         return self._core.lock(name)
@@ -181,11 +180,7 @@ class Guard:
             raise TypeError("presented must be a Sequencer")
         if not isinstance(keys, Keys):
             raise TypeError(f"keys must be a Keys, not {type(keys).__name__}")
-        if not isinstance(proof, (bytes, bytearray, memoryview)):
-            raise TypeError(f"proof must be bytes, not {type(proof).__name__}")
-        proof = bytes(proof)
-        if len(proof) > _MAX_PROOF:
-            raise ValueError(f"proof is {len(proof)} bytes, more than {_MAX_PROOF}")
+        proof = check_proof(proof)
         token = check_u64(presented.token, "presented.token")
         sequence = check_optional_u64(presented.sequence, "presented.sequence")
         p = _policy(policy)

@@ -3,7 +3,8 @@
 They mirror the WIT contract `fencing:guard/check@0.3.0` (`wit/guard.wit`)
 with Python names: every token, sequence and high-water mark is an `int` in
 0..2**64-1, lock names are `str` compared as UTF-8 bytes (no normalization),
-and a refusal is a `Rejection` value, never an exception.
+and a refusal is a `Rejection` value, never an exception. What the package
+accepts as names, policies, numbers and proofs is `_accept`'s.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ import enum
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
-U64_MAX = (1 << 64) - 1
+from ._accept import U64_MAX, ArgumentError, check_u64
 
 
 class Policy(str, enum.Enum):
-    """How a token is compared with the stored high-water mark."""
+    """How a token is compared with the stored high-water mark. Its value is
+    the contract's name, the only text a policy is given as."""
 
     #: A token equal to the mark is admitted: one holder may write many times. The default.
-    NON_DECREASING = "non_decreasing"
+    NON_DECREASING = "non-decreasing"
     #: Each token admits exactly one write: an equal token is refused as reused.
-    STRICTLY_INCREASING = "strictly_increasing"
+    STRICTLY_INCREASING = "strictly-increasing"
 
 
 class Reason(str, enum.Enum):
@@ -247,31 +249,18 @@ class StreamOutcome:
     high_water: int
 
 
-def check_u64(value: object, what: str) -> int:
-    """`value` if it is an int in 0..2**64-1, else TypeError/ValueError naming `what`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    if not 0 <= value <= U64_MAX:
-        raise ValueError(f"{what} must be in 0..{U64_MAX}, got {value}")
-    return value
-
-
 def check_optional_u64(value: object, what: str) -> Optional[int]:
     return None if value is None else check_u64(value, what)
 
 
-def check_lock(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{what} is not valid Unicode (lone surrogate at {e.start})") from None
-    return value
-
-
 def check_policy(value: object) -> Policy:
-    try:
-        return Policy(value)
-    except ValueError:
-        raise ValueError(f"policy must be one of {[p.value for p in Policy]}, got {value!r}") from None
+    """`value` as a `Policy`: a member, or its name spelled as in the
+    contract (`non-decreasing`, `strictly-increasing`); else `ArgumentError`
+    (`policy_unknown`)."""
+    if isinstance(value, Policy):
+        return value
+    if isinstance(value, str):
+        for p in Policy:
+            if p.value == value:
+                return p
+    raise ArgumentError("policy", f"must be non-decreasing or strictly-increasing, not {value!r}", "policy_unknown")

@@ -6,8 +6,8 @@
 //! operations that are their evidence; throughput and latency over time with
 //! the fault windows marked.
 //!
-//! Written by `fencing chaos --report DIR`, `fencing chaos check FILE --report
-//! DIR` and `fencing demo --report DIR` (one page, several runs).
+//! Written by `fencing chaos --report DIR` and `fencing chaos check FILE
+//! --report DIR` (one page, one section per run given).
 //!
 //! # Layout
 //! - [`faults`]: pairs each fault with its heal into a window.

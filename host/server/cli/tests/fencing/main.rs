@@ -11,6 +11,7 @@ mod chaos_campaign;
 mod chaos_cluster;
 mod chaos_process_groups;
 mod chaos_report;
+mod demo_report;
 mod hostile;
 mod http_busy;
 mod http_connections;

@@ -53,20 +53,6 @@ public final class Guard implements AutoCloseable {
         core = null;
     }
 
-    /** Names are the contract's strings: Unicode, so a lone surrogate is refused, not replaced. */
-    private static String checkName(String name, String field) {
-        Objects.requireNonNull(name, field);
-        for (int i = 0; i < name.length(); i++) {
-            char c = name.charAt(i);
-            if (Character.isHighSurrogate(c) && i + 1 < name.length() && Character.isLowSurrogate(name.charAt(i + 1))) {
-                i++;
-            } else if (Character.isSurrogate(c)) {
-                throw new IllegalArgumentException(field + " holds a lone surrogate at " + i + ": names are Unicode text");
-            }
-        }
-        return name;
-    }
-
     private Core ready() {
         if (closed) {
             throw new IllegalStateException("the guard is closed");
@@ -87,14 +73,23 @@ public final class Guard implements AutoCloseable {
         }
     }
 
-    /** The reps of the fence's lock (0 without a fence) and of {@code lock}, interned in one instance. */
+    /**
+     * The reps of the fence's lock (0 without a fence) and of {@code lock}, interned in one
+     * instance. A name is checked ({@link Names}) when the instance first sees it: an
+     * interned name was checked then, and is not checked again.
+     */
     private int[] reps(Fence current, String lock, String field) {
-        if (current != null) {
-            checkName(current.lock(), "current.lock");
-        }
-        checkName(lock, field);
+        Objects.requireNonNull(lock, field);
         Core c = ready();
-        int fresh = (current != null && !c.locks.containsKey(current.lock()) ? 1 : 0) + (c.locks.containsKey(lock) ? 0 : 1);
+        int fresh = 0;
+        if (current != null && !c.locks.containsKey(current.lock())) {
+            Names.check(current.lock(), "current.lock");
+            fresh++;
+        }
+        if (!c.locks.containsKey(lock)) {
+            Names.check(lock, field);
+            fresh++;
+        }
         if (fresh > 0 && c.locks.size() + fresh > maxLocks) {
             core = null;
             c = ready();
@@ -123,8 +118,8 @@ public final class Guard implements AutoCloseable {
      * Decides writes to one resource under one lock, in order, each against
      * the fence the admitted ones before it leave.
      */
-    /** Longest proof passed in (a proof is 37 or 69 bytes). */
-    private static final int MAX_PROOF = 4096;
+    /** The longest proof, in bytes (512 hex digits, the bound of the proof's text; a proof is 37 or 69 bytes). */
+    public static final int MAX_PROOF_BYTES = 256;
 
     private static final String[] KEY_ERRORS = {
         "no keys given", "more than 64 keys", "two keys have id %d", "key %d is not a key of its algorithm"
@@ -143,8 +138,9 @@ public final class Guard implements AutoCloseable {
         Objects.requireNonNull(proof, "proof");
         Objects.requireNonNull(keys, "keys");
         Objects.requireNonNull(policy, "policy");
-        if (proof.length > MAX_PROOF) {
-            throw new IllegalArgumentException("proof is " + proof.length + " bytes, more than " + MAX_PROOF);
+        if (proof.length > MAX_PROOF_BYTES) {
+            throw new InvalidArgumentException(
+                    "proof", "is " + proof.length + " bytes, more than " + MAX_PROOF_BYTES, "proof_too_long");
         }
         int[] reps = reps(current, presented.lock(), "presented.lock");
         Core c = core;

@@ -61,6 +61,29 @@ class GuardTest {
     }
 
     @Test
+    void aNameTheRuleRefusesIsRefusedWhereverItIsGivenEveryTime() {
+        // A NUL inside a name is refused, never compared or truncated at; a refused name is never interned.
+        try (Guard g = new Guard()) {
+            Keys keys = Keys.of(new Keys.Key(1, Keys.Algorithm.HMAC_SHA256, new byte[32]));
+            List<java.util.function.Consumer<String>> calls = List.of(
+                    n -> g.admit(new Fence(n, 1), new Sequencer("a", 2), Policy.NON_DECREASING),
+                    n -> g.admit(new Fence("a", 1), new Sequencer(n, 2), Policy.NON_DECREASING),
+                    n -> g.admitBatch(null, n, List.of(new Write(1)), Policy.NON_DECREASING),
+                    n -> g.admitSigned(null, new Sequencer(n, 1), new byte[0], keys, Policy.NON_DECREASING));
+            for (int round = 0; round < 2; round++) {
+                for (var call : calls) {
+                    InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> call.accept("a\u0000b"));
+                    assertEquals("name_control", e.code());
+                    assertTrue(e.getMessage().endsWith("contains control character U+0000 (name_control)"), e.getMessage());
+                }
+            }
+            assertEquals("a b", Names.check("a b"));
+            assertEquals("name_whitespace", assertThrows(InvalidArgumentException.class, () -> Names.check("\u00a0a")).code());
+            assertEquals("number_negative", assertThrows(InvalidArgumentException.class, () -> new Sequencer("a", -1)).code());
+        }
+    }
+
+    @Test
     void batchesAndStreamsCarryTheirFence() {
         try (Guard g = new Guard()) {
             BatchOutcome out = g.admitBatch(new Fence("q", 5), "q",

@@ -23,10 +23,14 @@ import org.junit.jupiter.api.Test;
 /**
  * The shared vectors (tests/vectors/README.md) through this package's API:
  * every case must give exactly the verdict and evidence written there. A
- * case holding a u64 at or above 2^63 cannot be asked in Java: the API must
- * refuse it (IllegalArgumentException), never wrap it. With the system
- * property or environment variable FENCING_RANDOM_VECTORS naming a
- * directory of `fencing check --random` files, those cases run too.
+ * case holding a u64 at or above 2^63 cannot be asked in Java: handing it to
+ * Java ({@link U64#of}) is refused ({@code number_above_signed}), never
+ * wrapped. A case whose lock names the hosts' name rule refuses (the empty
+ * name, edge white space, more than 256 characters, a NUL byte in a random
+ * case; {@link Names}) must be refused with the rule's code, as every host
+ * refuses it, instead of decided. With the system property or environment
+ * variable FENCING_RANDOM_VECTORS naming a directory of `fencing check
+ * --random` files, those cases run too.
  */
 class VectorsTest {
     private static final ObjectMapper JSON =
@@ -57,14 +61,46 @@ class VectorsTest {
         return false;
     }
 
+    /** A u64 of the file as the long Java carries, refused above 2^63-1 ({@code U64.of}). */
+    static long u64(JsonNode node) {
+        return U64.of(node.bigIntegerValue(), "a vector's u64");
+    }
+
     static OptionalLong seq(JsonNode node) {
-        return node == null || node.isNull() ? OptionalLong.empty() : OptionalLong.of(node.longValue());
+        return node == null || node.isNull() ? OptionalLong.empty() : OptionalLong.of(u64(node));
     }
 
     static Fence fence(JsonNode node) {
         return node == null || node.isNull()
                 ? null
-                : new Fence(node.get("lock").asText(), node.get("high_water").longValue(), seq(node.get("sequence")));
+                : new Fence(node.get("lock").asText(), u64(node.get("high_water")), seq(node.get("sequence")));
+    }
+
+    /** The case's lock names in the order a guard interns them: the fence's, then the presented one. */
+    static List<String> lockNames(JsonNode c) {
+        List<String> names = new ArrayList<>();
+        JsonNode f = c.get("fence");
+        if (f != null && !f.isNull()) {
+            names.add(f.get("lock").asText());
+        }
+        if (c.has("sequencer")) {
+            names.add(c.get("sequencer").get("lock").asText());
+        } else if (c.get("kind").asText().equals("batch")) {
+            names.add(c.get("lock").asText());
+        }
+        return names;
+    }
+
+    /** The code of the first of the case's lock names the name rule refuses, or null. */
+    static String refusedName(JsonNode c) {
+        for (String name : lockNames(c)) {
+            try {
+                Names.check(name);
+            } catch (InvalidArgumentException e) {
+                return e.code();
+            }
+        }
+        return null;
     }
 
     static Policy policy(JsonNode c) {
@@ -130,12 +166,12 @@ class VectorsTest {
         switch (c.get("kind").asText()) {
             case "admit" -> {
                 JsonNode s = c.get("sequencer");
-                Sequencer presented = new Sequencer(s.get("lock").asText(), s.get("token").longValue(), seq(s.get("sequence")));
+                Sequencer presented = new Sequencer(s.get("lock").asText(), u64(s.get("token")), seq(s.get("sequence")));
                 return verdict(g.admit(fence(c.get("fence")), presented, p));
             }
             case "batch" -> {
                 List<Write> writes = new ArrayList<>();
-                c.get("writes").forEach(w -> writes.add(new Write(w.get("token").longValue(), seq(w.get("sequence")))));
+                c.get("writes").forEach(w -> writes.add(new Write(u64(w.get("token")), seq(w.get("sequence")))));
                 BatchOutcome out = g.admitBatch(fence(c.get("fence")), c.get("lock").asText(), writes, p);
                 ObjectNode result = NODES.objectNode();
                 out.decisions().forEach(d -> result.withArray("verdicts").add(verdict(d)));
@@ -152,9 +188,9 @@ class VectorsTest {
                 JsonNode ts = c.get("tokens");
                 long[] tokens = new long[ts.size()];
                 for (int i = 0; i < tokens.length; i++) {
-                    tokens[i] = ts.get(i).longValue();
+                    tokens[i] = u64(ts.get(i));
                 }
-                StreamOutcome out = g.admitStream(c.get("high_water").longValue(), tokens, p);
+                StreamOutcome out = g.admitStream(u64(c.get("high_water")), tokens, p);
                 ObjectNode result = NODES.objectNode();
                 result.putArray("verdicts");
                 out.verdicts().forEach(v -> result.withArray("verdicts").add(v.reason()));
@@ -169,6 +205,7 @@ class VectorsTest {
     static void checkAll(List<JsonNode> cases) {
         int decided = 0;
         int refused = 0;
+        int refusedNames = 0;
         List<String> failures = new ArrayList<>();
         try (Guard g = new Guard()) {
             for (JsonNode c : cases) {
@@ -178,8 +215,20 @@ class VectorsTest {
                         || holdsHugeU64(c.has("writes") ? c.get("writes") : NODES.nullNode())
                         || holdsHugeU64(c.has("tokens") ? c.get("tokens") : NODES.nullNode())
                         || holdsHugeU64(c.has("high_water") ? c.get("high_water") : NODES.nullNode())) {
-                    assertThrows(IllegalArgumentException.class, () -> run(g, c), name + ": a u64 above 2^63-1 must be refused");
+                    InvalidArgumentException e = assertThrows(
+                            InvalidArgumentException.class, () -> run(g, c), name + ": a u64 above 2^63-1 must be refused");
+                    assertEquals("number_above_signed", e.code(), name);
                     refused++;
+                    continue;
+                }
+                String code = refusedName(c);
+                if (code != null) {
+                    InvalidArgumentException e = assertThrows(
+                            InvalidArgumentException.class, () -> run(g, c), name + ": its lock name must be refused");
+                    if (!e.code().equals(code) && failures.size() < 10) {
+                        failures.add(name + ": refused with " + e.code() + ", want " + code);
+                    }
+                    refusedNames++;
                     continue;
                 }
                 JsonNode got = run(g, c);
@@ -192,10 +241,10 @@ class VectorsTest {
                 }
             }
         }
-        System.out.printf("%d cases: %d decided as expected, %d refused as beyond a long, %d failed%n",
-                cases.size(), decided, refused, cases.size() - decided - refused);
+        System.out.printf("%d cases: %d decided as expected, %d refused as beyond a long, %d refused by the name rule,"
+                + " %d failed%n", cases.size(), decided, refused, refusedNames, cases.size() - decided - refused - refusedNames);
         assertEquals(List.of(), failures);
-        assertEquals(cases.size(), decided + refused);
+        assertEquals(cases.size(), decided + refused + refusedNames);
     }
 
     @Test

@@ -15,7 +15,18 @@
 //! `fencing demo client ...` processes.
 //!
 //! Each run is also kept as a history in the campaign's format and judged by
-//! the same checker; `--report DIR` draws both in `DIR/timeline.html`.
+//! the same checker. `--report DIR` writes `DIR/demo.html`, the runs side by
+//! side as the story they tell ([`page`]), and each run's history
+//! (`DIR/fenced.jsonl`, `DIR/unfenced.jsonl`: `fencing chaos check FILE
+//! --report` draws one on the campaign's page).
+//!
+//! # Layout
+//! - this file: the runs, the client processes, the report's files;
+//! - [`story`]: a run's records read as the story (leases, pause, writes, what survived);
+//! - [`page`]: the story drawn.
+
+mod page;
+mod story;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -24,10 +35,10 @@ use fencing_api::client::storage::{StorageClient, Write};
 use fencing_api::wire::locks::AcquireRequest;
 use fencing_api::wire::locks::Acquired;
 use fencing_api::wire::storage::Mutation;
-use fencing_chaos::check;
 use fencing_chaos::client::new_op;
-use fencing_chaos::history::{Header, NemesisEvent, NemesisKind, Op, OpKind, Outcome, Phase, Record, now_us};
-use fencing_chaos::report;
+use fencing_chaos::history::{
+    Header, HistoryWriter, NemesisEvent, NemesisKind, Op, OpKind, Outcome, Phase, Record, now_us,
+};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
@@ -47,8 +58,9 @@ pub struct DemoArgs {
     /// Which runs to show.
     #[arg(long, value_enum, default_value_t = Runs::Both)]
     only: Runs,
-    /// Write DIR/timeline.html: both runs drawn as lanes of requests with the pause as a band
-    /// (the same page `fencing chaos --report` writes).
+    /// Write DIR/demo.html: both runs side by side, each client's lease with its token on a time
+    /// axis, the pause, every write with the storage's answer, and the data that survived; and
+    /// each run's history (DIR/fenced.jsonl, DIR/unfenced.jsonl).
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     #[command(subcommand)]
@@ -112,16 +124,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             runs.push((title, history));
         }
         if let Some(report_dir) = &args.report {
-            let reports: Vec<_> = runs.iter().map(|(_, h)| check::check(h)).collect();
-            let runs: Vec<report::Run> = runs
-                .iter()
-                .zip(&reports)
-                .map(|((title, records), report)| report::Run { title: title.to_string(), records, report })
-                .collect();
-            let title = "fencing demo: a client paused past its lease (the GC-pause scenario)";
-            let path = report::write(report_dir, title, &runs)
+            let path = write_report(report_dir, &runs, args.lease_ms)
                 .with_context(|| format!("write the report to {}", report_dir.display()))?;
-            println!("\ntimeline of both runs: {}", path.display());
+            println!("\nboth runs drawn: {}", path.display());
         }
         Ok::<bool, anyhow::Error>(ok)
     });
@@ -131,6 +136,31 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(if result? { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Writes `dir/demo.html` and each run's history; the page's path.
+fn write_report(dir: &Path, runs: &[(&str, Vec<Record>)], lease_ms: u64) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let mut stories = Vec::new();
+    for (_, records) in runs {
+        let story = story::Story::of(records, lease_ms);
+        let history = dir.join(if story.fenced { "fenced.jsonl" } else { "unfenced.jsonl" });
+        let out = HistoryWriter::create(&history).with_context(|| format!("create {}", history.display()))?;
+        for r in records {
+            out.write(r)?;
+        }
+        stories.push(story);
+    }
+    let columns: Vec<page::Column> = stories
+        .iter()
+        .map(|story| page::Column {
+            title: if story.fenced { "The storage checks fencing tokens" } else { "The storage without fencing" },
+            story,
+        })
+        .collect();
+    let path = dir.join(page::PAGE);
+    std::fs::write(&path, page::render("fencing demo: a client paused past its lease", &columns))?;
+    Ok(path)
 }
 
 /// Starts `fencing serve` with `args` on a free loopback port and data in

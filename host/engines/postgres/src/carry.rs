@@ -235,7 +235,7 @@ fn durable_and_unique(c: &Carrier) {
 /// `fencing.fences` (never below the claim) and the table is no carrier.
 #[pg_extern(name = "_carry_release", parallel_unsafe)]
 pub fn carry_release(tbl: pg_sys::Oid) {
-    if !is_carrier(tbl) {
+    if !protected::is_carrier(tbl) {
         return;
     }
     refuse_not_owner(tbl, "unprotect");
@@ -283,19 +283,6 @@ pub fn give_back(from: pg_sys::Oid, carrier: pg_sys::Oid) {
             )
             .unwrap_or_else(|e| spi_failed("give the fences back", e));
     });
-}
-
-pub fn is_carrier(tbl: pg_sys::Oid) -> bool {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT 1 FROM fencing.carriers c WHERE c.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
-                None,
-                &[tbl.into()],
-            )
-            .map(|rows| !rows.is_empty())
-            .unwrap_or_else(|e| spi_failed("read the carriers", e))
-    })
 }
 
 /// `fencing._carried(tbl, resource)`: the fence the row of `resource` in

@@ -120,3 +120,18 @@ pub fn is_empty(relid: pg_sys::Oid) -> bool {
 fn protection(tbl: pg_sys::Oid) -> Option<Vec<String>> {
     of(tbl).map(|p| p.args)
 }
+
+/// Whether `tbl` is registered as carrying its fences in its rows
+/// (`fencing.carriers`, protected with `fence_in_row`).
+pub fn is_carrier(tbl: pg_sys::Oid) -> bool {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT 1 FROM fencing.carriers c WHERE c.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+                None,
+                &[tbl.into()],
+            )
+            .map(|rows| !rows.is_empty())
+            .unwrap_or_else(|e| spi_failed("read the carriers", e))
+    })
+}

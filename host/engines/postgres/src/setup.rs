@@ -177,7 +177,7 @@ pub fn setup(
         setup.carrier = crate::protected::origin(relid).unwrap_or(relid);
         // A fence-in-row trigger that fencing.protect did not make (its rows
         // never claimed, its key never checked) keeps no fence.
-        if !crate::carry::is_carrier(setup.carrier) {
+        if !crate::protected::is_carrier(setup.carrier) {
             bad_argument(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!(

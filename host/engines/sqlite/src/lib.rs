@@ -49,6 +49,7 @@ mod schema;
 mod seal;
 mod session;
 mod signed;
+mod tables;
 mod triggers;
 
 use rusqlite::{Connection, ffi};

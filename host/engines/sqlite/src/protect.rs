@@ -15,12 +15,12 @@
 //!
 //! Every statement runs in one savepoint: all of it happens, or none.
 
-use crate::args::{fail, ident, policy, text};
+use crate::args::{fail, policy, text};
 use crate::fence_in_row::{self, carried_count, exists, fold, table_of};
-use crate::fences::FENCES;
-use crate::reset::{self, RESETS};
+use crate::reset;
 use crate::schema;
 use crate::session::{Resetting, Session};
+use crate::tables::{ensure_tables, in_savepoint};
 use crate::triggers::{Columns, drop_sql};
 use rusqlite::functions::Context;
 use rusqlite::{Connection, OptionalExtension, Result};
@@ -242,38 +242,4 @@ fn schema_entry(db: &Connection, name: &str) -> Result<Option<(String, String)>>
         Ok((r.get(0)?, r.get(1)?))
     })
     .optional()
-}
-
-/// The fence table, the registry of protected tables and the reset records,
-/// with their current guards. Refuses to create `fencing_fences` afresh while
-/// tables are registered as protected: their marks were in the one that is
-/// gone (dropped, or renamed), and a new empty one would forget them.
-pub fn ensure_tables(db: &Connection) -> Result<()> {
-    if !exists(db, "fencing_fences")? && exists(db, "fencing_protected")? {
-        let n: i64 = db.query_row("SELECT count(*) FROM main.fencing_protected", [], |r| r.get(0))?;
-        if n > 0 {
-            return Err(fail(format!(
-                "fencing: fencing_fences is missing while {n} tables are registered as protected: their marks were in \
-                 it; restore it (ALTER TABLE .. RENAME TO fencing_fences, or from a backup) before protecting or resetting"
-            )));
-        }
-    }
-    db.execute_batch(FENCES)?;
-    db.execute_batch(fence_in_row::REGISTRY)?;
-    db.execute_batch(RESETS)
-}
-
-/// Runs `f` inside a savepoint: all of it happens, or none of it.
-pub fn in_savepoint<T>(db: &Connection, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    db.execute_batch(&format!("SAVEPOINT {}", ident(name)))?;
-    match f() {
-        Ok(v) => {
-            db.execute_batch(&format!("RELEASE {}", ident(name)))?;
-            Ok(v)
-        }
-        Err(e) => {
-            let _ = db.execute_batch(&format!("ROLLBACK TO {n}; RELEASE {n}", n = ident(name)));
-            Err(e)
-        }
-    }
 }

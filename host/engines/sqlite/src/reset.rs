@@ -25,39 +25,11 @@
 use crate::answer::fence_json;
 use crate::args::{fail, name, text, unsigned};
 use crate::fence_in_row::{self, Stored};
-use crate::protect::{ensure_tables, in_savepoint};
 use crate::session::{Resetting, Session};
+use crate::tables::{ensure_tables, in_savepoint};
 use fencing_runtime::Fence;
 use rusqlite::functions::Context;
 use rusqlite::{Connection, Result, params};
-
-/// The reset records and their guards.
-pub const RESETS: &str = r#"
-CREATE TABLE IF NOT EXISTS main.fencing_resets (
-    id       INTEGER PRIMARY KEY,
-    at       TEXT NOT NULL,
-    resource TEXT NOT NULL,
-    who      TEXT NOT NULL,
-    reason   TEXT NOT NULL,
-    before   TEXT,
-    after    TEXT
-);
-DROP TRIGGER IF EXISTS main.fencing_resets_new;
-CREATE TRIGGER main.fencing_resets_new BEFORE INSERT ON fencing_resets WHEN fencing_recording() = 0
-BEGIN
-    SELECT RAISE(ABORT, 'fencing: reset records are written by fencing_reset and fencing_unprotect only');
-END;
-DROP TRIGGER IF EXISTS main.fencing_resets_kept;
-CREATE TRIGGER main.fencing_resets_kept BEFORE DELETE ON fencing_resets
-BEGIN
-    SELECT RAISE(ABORT, 'fencing: reset records are kept');
-END;
-DROP TRIGGER IF EXISTS main.fencing_resets_fixed;
-CREATE TRIGGER main.fencing_resets_fixed BEFORE UPDATE ON fencing_resets
-BEGIN
-    SELECT RAISE(ABORT, 'fencing: reset records are kept');
-END;
-"#;
 
 /// The longest reason a reset records, in characters.
 const MAX_REASON_CHARS: usize = 1024;

@@ -1,7 +1,10 @@
 //! Cost of one admission decision: native rules vs the component.
 //!
 //! `cargo bench -p fencing-runtime --bench check`. Group `check`:
-//! `native|wasm` x `single|batch-1024|stream-1024`; group `plugin`: load
+//! `native|wasm` x `single|batch-1024|stream-1024`, and `wasm-host/single`:
+//! the guard an engine's process builds (`accept::host_guard`: no signal
+//! handlers, so explicit bounds checks), the one the engines and the C API
+//! run; group `plugin`: load
 //! (compile, cache) and instantiation from the `InstancePre`; group `probe`:
 //! where the time of a call goes (the component path beside the default
 //! direct path, the floor of a core and a component call to a no-op, and a
@@ -53,6 +56,11 @@ fn check(c: &mut Criterion) {
             b.iter(|| guard.admit_stream(black_box(999), black_box(&tokens), Policy::NonDecreasing).unwrap())
         });
     }
+    let host = fencing_runtime::accept::host_guard(None, None).expect("load the host process's guard");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::new("wasm-host", "single"), |b| {
+        b.iter(|| host.admit(black_box(Some(&fence)), black_box(&seq), Policy::NonDecreasing).unwrap())
+    });
     g.finish();
 }
 
